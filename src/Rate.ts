@@ -1,0 +1,125 @@
+/**
+ * A refill rate: `tokens` every `period`, added continuously (fractionally) rather than in steps.
+ *
+ * A rate must refill at least one token over a period longer than zero. With literal arguments that is
+ * checked by the compiler, and the error says so:
+ *
+ * ```text
+ * Rate.make(0, "3 seconds")  // Argument of type '0' is not assignable to parameter of type
+ *                            // '"a rate must refill at least one token"'
+ * ```
+ *
+ * Arguments known only at run time are checked when the rate is made, which throws a `RangeError`
+ * with the same words. Declare rates (and the structures that use them) as module-level constants, so
+ * a bad one fails at start-up rather than on the first request.
+ *
+ * The period is held as whole microseconds, rounded up, at least 1.
+ *
+ * @since 0.1.0
+ */
+import * as Duration from "effect/Duration"
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface Rate {
+  /** Tokens added per period: a positive safe integer. */
+  readonly tokens: number
+  /** The period. */
+  readonly period: Duration.Duration
+  /** The period in whole microseconds, rounded up, at least 1. */
+  readonly periodMicros: number
+}
+
+/**
+ * The message of a rate that refills nothing.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export type ZeroTokens = "a rate must refill at least one token"
+
+/**
+ * The message of a period that is zero or negative.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export type ZeroPeriod = "a rate's period must be longer than zero"
+
+/**
+ * `N` itself when it may be a valid token count; otherwise the message, which the compiler then shows.
+ *
+ * @since 0.1.0
+ * @category type-level
+ */
+export type ValidTokens<N extends number> = number extends N ? N
+  : `${N}` extends "0" | `-${string}` | `${string}.${string}` ? ZeroTokens
+  : N
+
+type NonPositive<S extends string> = S extends "0" | `-${string}` ? true : false
+
+/**
+ * `P` itself when it may be a valid period; otherwise the message.
+ *
+ * @since 0.1.0
+ * @category type-level
+ */
+export type ValidPeriod<P extends Duration.DurationInput> = P extends Duration.Duration ? P
+  : P extends number ? number extends P ? P : NonPositive<`${P}`> extends true ? ZeroPeriod : P
+  : P extends bigint ? bigint extends P ? P : NonPositive<`${P}`> extends true ? ZeroPeriod : P
+  : P extends `${infer V extends number} ${string}` ? number extends V ? P : NonPositive<`${V}`> extends true ? ZeroPeriod : P
+  : P
+
+const MAX_MICROS = BigInt(Number.MAX_SAFE_INTEGER)
+
+const unsafeMake = (tokens: number, input: Duration.DurationInput): Rate => {
+  if (typeof tokens !== "number" || !Number.isSafeInteger(tokens) || tokens < 1) {
+    throw new RangeError(`wakuwaku: a rate must refill at least one token (a positive safe integer), got ${tokens}`)
+  }
+  const period = Duration.decode(input)
+  if (!Duration.isFinite(period)) {
+    throw new RangeError(`wakuwaku: a rate's period must be finite, got ${Duration.format(period)}`)
+  }
+  const nanos = Duration.unsafeToNanos(period)
+  if (nanos <= 0n) {
+    throw new RangeError(`wakuwaku: a rate's period must be longer than zero, got ${Duration.format(period)}`)
+  }
+  const micros = (nanos + 999n) / 1000n
+  if (micros > MAX_MICROS) {
+    throw new RangeError(`wakuwaku: a rate's period must be at most 2^53 - 1 microseconds, got ${Duration.format(period)}`)
+  }
+  return Object.freeze({
+    tokens,
+    period,
+    periodMicros: Number(micros),
+    toString: () => `${tokens} per ${Duration.format(period)}`
+  })
+}
+
+/**
+ * `tokens` every `period`.
+ *
+ * @example
+ * ```ts
+ * import { Rate } from "wakuwaku"
+ *
+ * export const ONE_EVERY_3S = Rate.make(1, "3 seconds")
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = <const N extends number, const P extends Duration.DurationInput>(
+  tokens: ValidTokens<N>,
+  period: ValidPeriod<P>
+): Rate => unsafeMake(tokens as number, period as Duration.DurationInput)
+
+/**
+ * `n` tokens every second.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const perSecond = <const N extends number>(n: ValidTokens<N>): Rate => unsafeMake(n as number, "1 second")

@@ -1,0 +1,258 @@
+/**
+ * The `Redis` service: the one door through which every structure talks to Redis.
+ *
+ * Structures never hold a client. Their operations are Effects that need `Redis` (plus a
+ * {@link Capability} for what they touch), and a layer decides which server answers:
+ *
+ * - {@link layer}: an owned ioredis client for a primary; grants `Capability.ReadWrite`.
+ * - {@link layerReadOnly}: an owned client for a replica; grants only `Capability.ReadOnly`, so a
+ *   program that writes through it does not compile.
+ * - {@link layerConfig}: {@link layer} with the URL read from `REDIS_URL` through Effect `Config`.
+ * - {@link layerClient} / {@link layerClientReadOnly}: adopt a client you already own; the layer never
+ *   quits it.
+ *
+ * **What lives in Redis.** Every key the library writes is `@@wakuwaku:<Kind>:<namespace>:<name>`.
+ * An item made of several keys wraps `{<namespace>:<name>}` as a Redis Cluster hash tag and adds a
+ * suffix per key (`@@wakuwaku:<Kind>:{<namespace>:<name>}:<suffix>`), so all its keys share one slot.
+ * Every key carries a TTL.
+ *
+ * **Scripts** are values ({@link Script}): a name, the Lua source and the number of keys it declares.
+ * They run by EVALSHA, and by EVAL once when the server answers NOSCRIPT (after a restart or a
+ * `SCRIPT FLUSH`). Every key a script touches arrives through KEYS.
+ *
+ * **Client defaults, chosen for a limiter** (each can be overridden in {@link Options}):
+ * - `commandTimeout` 2 s: a command that gets no reply fails with `RedisError` (reason `Timeout`)
+ *   instead of hanging. The command may still have run on the server.
+ * - `connectTimeout` 2 s; an owned client connects while the layer is built, so an unreachable server
+ *   fails the layer with `RedisError` (reason `Connection`).
+ * - `autoResendUnfulfilledCommands: false`: ioredis by default re-sends, after a reconnect, a command
+ *   whose reply was lost, which can run a script twice (spend tokens twice). Here such a command is
+ *   never sent again: it fails with `Timeout`, and the caller decides. Paired with the command
+ *   timeout, as it must be, or the promise would never settle.
+ * - `maxRetriesPerRequest: 1` and the offline queue on: a command issued while the client reconnects
+ *   waits for at most one reconnection, and never longer than the command timeout.
+ *
+ * Failures are typed: every server or connection failure is a {@link RedisError} carrying the command
+ * or script and the cause; bad arguments are {@link InvalidInput}, detected before anything is sent.
+ *
+ * @since 0.1.0
+ */
+import type * as ConfigError from "effect/ConfigError"
+import * as Context from "effect/Context"
+import * as Data from "effect/Data"
+import type * as Duration from "effect/Duration"
+import type * as Effect from "effect/Effect"
+import type * as Layer from "effect/Layer"
+import type { Cluster, Redis as IORedis, RedisOptions } from "ioredis"
+import type * as Capability from "./Capability.js"
+import * as internal from "./internal/redis.js"
+
+/**
+ * @since 0.1.0
+ * @category type ids
+ */
+export const TypeId: unique symbol = Symbol.for("wakuwaku/Redis")
+
+/**
+ * @since 0.1.0
+ * @category type ids
+ */
+export type TypeId = typeof TypeId
+
+/**
+ * A script the library runs: its Lua source, and how many of its arguments are keys.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Script {
+  /** A short name, used in errors. */
+  readonly name: string
+  /** The Lua source. */
+  readonly lua: string
+  /** How many KEYS the script declares; the rest of its arguments are ARGV. */
+  readonly keys: number
+  /** The SHA1 of `lua`, as EVALSHA wants it. */
+  readonly sha1: string
+}
+
+/**
+ * Declares a script. Its SHA1 is computed once, here.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const script: (options: { readonly name: string; readonly lua: string; readonly keys: number }) => Script =
+  internal.script
+
+/**
+ * A name of an item: a string, a number (a safe integer), a bigint or bytes. Each encodes canonically
+ * into the key.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type KeyName = string | number | bigint | Uint8Array
+
+/**
+ * The service.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Redis {
+  readonly [TypeId]: TypeId
+  /**
+   * Runs a script: EVALSHA, and EVAL on NOSCRIPT. `keys.length` must equal `script.keys`.
+   */
+  readonly script: (
+    script: Script,
+    keys: ReadonlyArray<string>,
+    args: ReadonlyArray<string>
+  ) => Effect.Effect<unknown, RedisError>
+  /**
+   * Runs one plain command, such as `DEL` or `PTTL`.
+   */
+  readonly command: (name: string, args: ReadonlyArray<string | number>) => Effect.Effect<unknown, RedisError>
+}
+
+/**
+ * @since 0.1.0
+ * @category tags
+ */
+export const Redis: Context.Tag<Redis, Redis> = Context.GenericTag<Redis>("wakuwaku/Redis")
+
+/**
+ * Why a Redis call failed.
+ *
+ * - `Connection`: the server could not be reached, or the connection closed before the reply.
+ * - `Timeout`: no reply within `commandTimeout`; the command may still have run.
+ * - `ReadOnly`: a write reached a read-only replica (`READONLY …`).
+ * - `OutOfMemory`: the server is over `maxmemory` with a no-eviction policy (`OOM …`).
+ * - `Script`: the server rejected or failed a script (`ERR …` from Lua).
+ * - `Reply`: the server answered with something this library did not expect.
+ * - `Server`: any other error reply.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export type RedisErrorReason = "Connection" | "Timeout" | "ReadOnly" | "OutOfMemory" | "Script" | "Reply" | "Server"
+
+/**
+ * A server or connection failure. Never a defect: it is in the error channel.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class RedisError extends Data.TaggedError("RedisError")<{
+  /** Why it failed. */
+  readonly reason: RedisErrorReason
+  /** The command, or `script <name>`, or `connect`. */
+  readonly operation: string
+  /** What ioredis or the server said. */
+  readonly cause: unknown
+}> {
+  override get message(): string {
+    const cause = this.cause instanceof Error ? this.cause.message : String(this.cause)
+    return `Redis ${this.operation} failed (${this.reason}): ${cause}`
+  }
+}
+
+/**
+ * An argument that cannot be used: a cost that is not a non-negative safe integer, a name that cannot be
+ * encoded. Detected before anything is sent, so nothing is written.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class InvalidInput extends Data.TaggedError("InvalidInput")<{
+  /** The operation, such as `TokenBucket(login).acquire`. */
+  readonly operation: string
+  /** Which argument: `name`, `cost`, … */
+  readonly argument: string
+  /** What is wrong with it. */
+  readonly message: string
+}> {}
+
+/**
+ * Options of the owned-client layers: ioredis options, with durations as `Duration`s.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options extends Omit<RedisOptions, "commandTimeout" | "connectTimeout" | "lazyConnect"> {
+  /** `redis://[[user]:password@]host[:port][/db]`; options given beside it win. */
+  readonly url?: string | undefined
+  /** How long a command may wait for its reply. Default 2 seconds. */
+  readonly commandTimeout?: Duration.DurationInput | undefined
+  /** How long connecting may take. Default 2 seconds. */
+  readonly connectTimeout?: Duration.DurationInput | undefined
+  /** How long closing the scope waits for QUIT before it drops the connection. Default 1 second. */
+  readonly quitTimeout?: Duration.DurationInput | undefined
+}
+
+/**
+ * What a read-write layer provides.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type ReadWrite = Redis | Capability.Read<Capability.AnyEntity> | Capability.Write<Capability.AnyEntity>
+
+/**
+ * What a read-only layer provides.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type ReadOnly = Redis | Capability.Read<Capability.AnyEntity>
+
+/**
+ * Wraps a client that the caller owns. Nothing quits it.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make: (client: IORedis | Cluster) => Redis = internal.make
+
+/**
+ * An owned client for a primary: connects while the layer is built, quits when its scope closes.
+ * Grants `Capability.ReadWrite`.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer: (options?: Options) => Layer.Layer<ReadWrite, RedisError> = internal.layer
+
+/**
+ * An owned client for a read-only replica. Grants only `Capability.ReadOnly`.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerReadOnly: (options?: Options) => Layer.Layer<ReadOnly, RedisError> = internal.layerReadOnly
+
+/**
+ * {@link layer}, with the URL read from `REDIS_URL` through Effect `Config`.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerConfig: (options?: Omit<Options, "url">) => Layer.Layer<ReadWrite, RedisError | ConfigError.ConfigError> =
+  internal.layerConfig
+
+/**
+ * Adopts a client the caller owns (it is never quit) for a primary. Grants `Capability.ReadWrite`.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerClient: (client: IORedis | Cluster) => Layer.Layer<ReadWrite> = internal.layerClient
+
+/**
+ * Adopts a client the caller owns for a replica. Grants only `Capability.ReadOnly`.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerClientReadOnly: (client: IORedis | Cluster) => Layer.Layer<ReadOnly> = internal.layerClientReadOnly

@@ -1,0 +1,100 @@
+/**
+ * A throwaway `redis-server` on loopback, for tests, examples and benchmarks: started in a scope,
+ * stopped when the scope closes. Reachable as `wakuwaku/RedisServer`; the root module never loads it.
+ *
+ * - It listens on `127.0.0.1` on a free port (retrying on "Address already in use"), with no
+ *   persistence (`--save '' --appendonly no`), and is ready when it says "Ready to accept connections".
+ * - On Linux it runs under `setpriv --pdeathsig SIGKILL`, so it dies with the process that started it
+ *   even when that process is killed: no leaked servers.
+ * - It needs `redis-server` on PATH (Debian: `apt-get install redis-server`).
+ *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { Rate, TokenBucket } from "wakuwaku"
+ * import * as RedisServer from "wakuwaku/RedisServer"
+ *
+ * const LOGINS = TokenBucket.make<string>("login", 20, Rate.make(1, "3 seconds"))
+ *
+ * LOGINS.acquire("203.0.113.7", 1).pipe(Effect.provide(RedisServer.layer()), Effect.runPromise)
+ * ```
+ *
+ * @since 0.1.0
+ */
+import * as Context from "effect/Context"
+import * as Data from "effect/Data"
+import type * as Duration from "effect/Duration"
+import type * as Effect from "effect/Effect"
+import type * as Layer from "effect/Layer"
+import type * as Scope from "effect/Scope"
+import * as internal from "./internal/redisServer.js"
+import type * as Redis from "./Redis.js"
+
+/**
+ * A running server.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface RedisServer {
+  readonly host: string
+  readonly port: number
+  /** `redis://127.0.0.1:<port>` */
+  readonly url: string
+  /** The server's process id. */
+  readonly pid: number
+}
+
+/**
+ * @since 0.1.0
+ * @category tags
+ */
+export const RedisServer: Context.Tag<RedisServer, RedisServer> = Context.GenericTag<RedisServer>(
+  "wakuwaku/RedisServer"
+)
+
+/**
+ * The server could not be started.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class RedisServerError extends Data.TaggedError("RedisServerError")<{
+  readonly reason: "NotInstalled" | "StartFailed" | "Timeout"
+  readonly message: string
+}> {}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options {
+  /** A fixed port; by default a free one is chosen. */
+  readonly port?: number | undefined
+  /** Extra `redis-server` arguments, such as `["--replicaof", "127.0.0.1", "6379"]`. */
+  readonly args?: ReadonlyArray<string> | undefined
+  /** The binary; default `redis-server` from PATH. */
+  readonly binary?: string | undefined
+  /** How long to wait for "Ready to accept connections". Default 10 seconds. */
+  readonly startTimeout?: Duration.DurationInput | undefined
+}
+
+/**
+ * Starts a server, and stops it (SIGTERM, then SIGKILL after 2 s) when the scope closes.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make: (options?: Options) => Effect.Effect<RedisServer, RedisServerError, Scope.Scope> = internal.make
+
+/**
+ * Starts a server and connects an owned client to it: provides `Redis` with `Capability.ReadWrite`,
+ * and the server itself.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer: (
+  options?: Options,
+  client?: Omit<Redis.Options, "url">
+) => Layer.Layer<Redis.ReadWrite | RedisServer, RedisServerError | Redis.RedisError> = internal.layer

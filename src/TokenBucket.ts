@@ -1,0 +1,151 @@
+/**
+ * TokenBucket: a rate limiter whose buckets live in Redis and refill continuously on the Redis
+ * server's clock.
+ *
+ * Each name has a bucket holding at most `capacity` tokens, refilled at a constant {@link Rate.Rate}.
+ * A request takes `cost` tokens and is denied if the bucket holds fewer; a denied request takes
+ * nothing. Buckets start full, so a name seen for the first time gets its whole burst. Because the
+ * state is in Redis, the limit holds across every replica of a service.
+ *
+ * **What lives in Redis.** One string per name that is not full:
+ * `@@wakuwaku:TokenBucket:<namespace>:<name>` holding `"<tokens> <ts>"` (tokens fractional, ts in server
+ * microseconds). Its TTL is the time until the bucket is full again; a full bucket has no key. Idle
+ * names use no memory.
+ *
+ * **Guarantees.**
+ * - Atomic: one Lua script reads, refills, takes and stores. However many replicas call at once, no
+ *   token is ever spent twice.
+ * - One clock: `now` is the Redis server's `TIME`, read inside the script, never the client's clock, so
+ *   skew between replicas cannot bend the rate. This relies on script effects replication, the default
+ *   since Redis 5.
+ * - `Denied.retryAfter` is exact: a retry after that long succeeds if nothing else takes tokens.
+ *
+ * **Caveats.**
+ * - `acquire` always writes (even a denial stores the refilled level), so it needs
+ *   `Write<TokenBucket.Entity>`; a replica cannot serve it. {@link TokenBucket.peek} only reads.
+ * - Effect's `TestClock` cannot move Redis time: test with short real periods.
+ * - A reply lost to a dropped connection fails with `RedisError` (`Timeout`); the script may have run.
+ *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { Rate, Redis, TokenBucket } from "wakuwaku"
+ *
+ * // Bursts of 20 logins per address, one more every 3 seconds.
+ * export const LOGINS = TokenBucket.make<string>("login", 20, Rate.make(1, "3 seconds"))
+ *
+ * export const checkLogin = (address: string) =>
+ *   Effect.map(LOGINS.acquire(address, 1), (admission) =>
+ *     TokenBucket.Admission.$match(admission, {
+ *       Allowed: () => "proceed",
+ *       Denied: ({ retryAfter }) => `too many requests, retry in ${retryAfter}`
+ *     }))
+ *
+ * checkLogin("203.0.113.7").pipe(Effect.provide(Redis.layer({ url: "redis://127.0.0.1:6379" })))
+ * ```
+ *
+ * @since 0.1.0
+ */
+import type * as Data from "effect/Data"
+import type * as Duration from "effect/Duration"
+import type * as Effect from "effect/Effect"
+import type * as Option from "effect/Option"
+import type * as Capability from "./Capability.js"
+import * as internal from "./internal/tokenBucket.js"
+import type * as Rate from "./Rate.js"
+import type * as Redis from "./Redis.js"
+
+/**
+ * The entity that token-bucket operations read and write.
+ *
+ * @since 0.1.0
+ * @category capabilities
+ */
+export type Entity = Capability.Entity<"TokenBucket">
+
+/**
+ * @since 0.1.0
+ * @category capabilities
+ */
+export const entity: Entity = internal.entity
+
+/**
+ * What an operation needs: `Redis` and the right to write (or read) token buckets.
+ *
+ * @since 0.1.0
+ * @category capabilities
+ */
+export type Requirements<Access extends "read" | "write"> =
+  | Redis.Redis
+  | (Access extends "write" ? Capability.Write<Entity> : Capability.Read<Entity>)
+
+/**
+ * The outcome of an acquire.
+ *
+ * - `Allowed`: the tokens were taken. `remaining` is the whole tokens left.
+ * - `Denied`: nothing was taken. `retryAfter` is how long until the request would succeed if nothing
+ *   else takes tokens (whole milliseconds, rounded up), or `None` when it can never succeed because
+ *   `cost` exceeds `capacity`: split the request instead of retrying.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Admission = Data.TaggedEnum<{
+  Allowed: { readonly remaining: number }
+  Denied: { readonly retryAfter: Option.Option<Duration.Duration> }
+}>
+
+/**
+ * Constructors and matchers of {@link Admission}: `Admission.Allowed({ remaining })`, `Admission.$is`,
+ * `Admission.$match`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const Admission: Data.TaggedEnum.Constructor<Admission> = internal.Admission
+
+/**
+ * A token-bucket limiter: a plain immutable value, declared once as a module-level constant.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface TokenBucket<in Name extends Redis.KeyName> {
+  /** Keeps this limiter's keys apart from every other's. */
+  readonly namespace: string
+  /** The most tokens a bucket holds: the burst. */
+  readonly capacity: number
+  /** How fast a bucket refills. */
+  readonly rate: Rate.Rate
+  /**
+   * Takes `cost` tokens (a non-negative safe integer) from `name`'s bucket if it holds that many.
+   * Always writes. Bad input fails with `InvalidInput` and sends nothing.
+   */
+  readonly acquire: (
+    name: Name,
+    cost: number
+  ) => Effect.Effect<Admission, Redis.RedisError | Redis.InvalidInput, Requirements<"write">>
+  /**
+   * Deletes `name`'s bucket, so the next request sees it full. Succeeds with whether it existed (was
+   * not full).
+   */
+  readonly reset: (name: Name) => Effect.Effect<boolean, Redis.RedisError | Redis.InvalidInput, Requirements<"write">>
+  /**
+   * The whole tokens `name`'s bucket holds now, without taking any. Only reads, so a replica can
+   * serve it (replicas lag their primary).
+   */
+  readonly peek: (name: Name) => Effect.Effect<number, Redis.RedisError | Redis.InvalidInput, Requirements<"read">>
+}
+
+/**
+ * Declares a limiter. Throws on a namespace that is not a short word, or a capacity that is not a
+ * non-negative safe integer. A capacity of 0 lets only cost-0 requests through.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make: <Name extends Redis.KeyName = string>(
+  namespace: string,
+  capacity: number,
+  rate: Rate.Rate
+) => TokenBucket<Name> = internal.make

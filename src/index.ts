@@ -1,0 +1,17 @@
+/**
+ * wakuwaku: typed Redis structures for Effect.
+ *
+ * @since 0.1.0
+ */
+
+/** @since 0.1.0 */
+export * as Capability from "./Capability.js"
+
+/** @since 0.1.0 */
+export * as Rate from "./Rate.js"
+
+/** @since 0.1.0 */
+export * as Redis from "./Redis.js"
+
+/** @since 0.1.0 */
+export * as TokenBucket from "./TokenBucket.js"

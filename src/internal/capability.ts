@@ -1,0 +1,71 @@
+/** @internal */
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import type * as Capability from "../Capability.js"
+
+/** @internal What a layer granted at run time: every kind (`"all"`) or a set of entity kinds. */
+export type Kinds = "all" | ReadonlySet<string>
+
+/** @internal The run-time value behind every `Read<E>` and every `Write<E>`. */
+export interface Grant {
+  readonly kinds: Kinds
+}
+
+/** @internal All `Read<E>` share this one key, so a grant is looked up the same way whatever E is. */
+export const readTag = <E extends Capability.AnyEntity>() =>
+  Context.GenericTag<Capability.Read<E>, Grant>("wakuwaku/Capability/Read")
+
+/** @internal All `Write<E>` share this one key. */
+export const writeTag = <E extends Capability.AnyEntity>() =>
+  Context.GenericTag<Capability.Write<E>, Grant>("wakuwaku/Capability/Write")
+
+const union = (a: Kinds, b: Kinds): Kinds =>
+  a === "all" || b === "all" ? "all" : new Set([...a, ...b])
+
+const kindsOf = (entities: "all" | ReadonlyArray<Capability.AnyEntity>): Kinds =>
+  entities === "all" ? "all" : new Set(entities.map((entity) => entity.kind))
+
+/**
+ * @internal A grant that adds to whatever the enclosing context already grants, so a narrower layer
+ * provided inside a broader one keeps the broader rights at run time, exactly as `Exclude` does in R.
+ */
+const grantLayer = (tag: Context.Tag<unknown, Grant>, kinds: Kinds) =>
+  Layer.effect(
+    tag,
+    Effect.map(Effect.serviceOption(tag), (outer) => ({
+      kinds: Option.match(outer, { onNone: () => kinds, onSome: (grant) => union(grant.kinds, kinds) })
+    }))
+  )
+
+/** @internal */
+export const layer = <Granted>(
+  read: "all" | ReadonlyArray<Capability.AnyEntity>,
+  write: "all" | ReadonlyArray<Capability.AnyEntity>
+): Layer.Layer<Granted> =>
+  Layer.merge(
+    grantLayer(readTag() as Context.Tag<unknown, Grant>, kindsOf(read)),
+    grantLayer(writeTag() as Context.Tag<unknown, Grant>, kindsOf(write))
+  ) as Layer.Layer<unknown> as Layer.Layer<Granted>
+
+const allows = (kinds: Kinds, kind: string) => kinds === "all" || kinds.has(kind)
+
+const check = <I>(tag: Context.Tag<I, Grant>, verb: "read" | "write", kind: string): Effect.Effect<void, never, I> =>
+  Effect.flatMap(tag, (grant) =>
+    allows(grant.kinds, kind)
+      ? Effect.void
+      : Effect.dieMessage(
+        `wakuwaku: this operation needs to ${verb} ${kind}, but the capability in scope does not grant it ` +
+          `(granted: ${grant.kinds === "all" ? "all" : [...grant.kinds].join(", ") || "nothing"}). ` +
+          `A cast has hidden a missing Capability.${verb === "read" ? "Read" : "Write"}<${kind}> from the compiler.`
+      )
+  )
+
+/** @internal Checks at run time what R promised at compile time; dies on a violation (which only a cast can cause). */
+export const ensureWrite = <E extends Capability.AnyEntity>(entity: E): Effect.Effect<void, never, Capability.Write<E>> =>
+  check(writeTag<E>(), "write", entity.kind)
+
+/** @internal */
+export const ensureRead = <E extends Capability.AnyEntity>(entity: E): Effect.Effect<void, never, Capability.Read<E>> =>
+  check(readTag<E>(), "read", entity.kind)

@@ -1,0 +1,133 @@
+/** @internal */
+import { type ChildProcess, spawn } from "node:child_process"
+import { existsSync } from "node:fs"
+import { createServer } from "node:net"
+import { delimiter, join } from "node:path"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import type * as Scope from "effect/Scope"
+import * as Redis from "../Redis.js"
+import * as RedisServer from "../RedisServer.js"
+import { toMillis } from "./duration.js"
+import * as redis from "./redis.js"
+
+const READY = "Ready to accept connections"
+const IN_USE = "Address already in use"
+
+const onPath = (binary: string) =>
+  (process.env["PATH"] ?? "").split(delimiter).some((dir) => dir !== "" && existsSync(join(dir, binary)))
+
+const freePort = Effect.async<number, RedisServer.RedisServerError>((resume) => {
+  const server = createServer()
+  server.unref()
+  server.on("error", (cause) => resume(Effect.fail(failure("StartFailed", `no free port: ${cause.message}`))))
+  server.listen(0, "127.0.0.1", () => {
+    const address = server.address()
+    const port = typeof address === "object" && address !== null ? address.port : 0
+    server.close(() => resume(Effect.succeed(port)))
+  })
+})
+
+const failure = (reason: RedisServer.RedisServerError["reason"], message: string) =>
+  new RedisServer.RedisServerError({ reason, message })
+
+type Attempt = { readonly _tag: "Started"; readonly child: ChildProcess } | { readonly _tag: "InUse" }
+
+const spawnOnce = (binary: string, port: number, args: ReadonlyArray<string>, timeoutMs: number) =>
+  Effect.async<Attempt, RedisServer.RedisServerError>((resume) => {
+    const argv = [
+      "--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+      "--daemonize", "no", "--logfile", "", ...args
+    ]
+    // With setpriv the server gets SIGKILL when this process dies, however it dies.
+    const child = onPath("setpriv")
+      ? spawn("setpriv", ["--pdeathsig", "SIGKILL", "--", binary, ...argv], { stdio: ["ignore", "pipe", "pipe"] })
+      : spawn(binary, argv, { stdio: ["ignore", "pipe", "pipe"] })
+    let output = ""
+    let settled = false
+    const settle = (effect: Effect.Effect<Attempt, RedisServer.RedisServerError>) => {
+      if (settled) return
+      settled = true
+      clearTimeout(timer)
+      child.stdout?.removeListener("data", onData)
+      child.removeListener("exit", onExit)
+      resume(effect)
+    }
+    const onData = (chunk: Buffer) => {
+      output += chunk.toString()
+      if (output.includes(READY)) settle(Effect.succeed({ _tag: "Started", child }))
+    }
+    const onExit = (code: number | null) =>
+      settle(
+        output.includes(IN_USE)
+          ? Effect.succeed({ _tag: "InUse" })
+          : Effect.fail(failure("StartFailed", `redis-server exited with ${code}: ${output.trim().slice(-500)}`))
+      )
+    const timer = setTimeout(() => {
+      child.kill("SIGKILL")
+      settle(Effect.fail(failure("Timeout", `redis-server was not ready within ${timeoutMs} ms`)))
+    }, timeoutMs)
+    child.stdout?.on("data", onData)
+    // Keep draining the logs, or a full pipe would stall the server.
+    child.stderr?.resume()
+    child.on("exit", onExit)
+    child.on("error", (cause) => settle(Effect.fail(failure("StartFailed", cause.message))))
+    return Effect.sync(() => {
+      settled = true
+      clearTimeout(timer)
+      child.kill("SIGKILL")
+    })
+  })
+
+const stop = (child: ChildProcess) =>
+  Effect.async<void>((resume) => {
+    if (child.exitCode !== null || child.signalCode !== null) return resume(Effect.void)
+    const timer = setTimeout(() => child.kill("SIGKILL"), 2000)
+    child.once("exit", () => {
+      clearTimeout(timer)
+      resume(Effect.void)
+    })
+    child.kill("SIGTERM")
+  })
+
+/** @internal */
+export const make = (
+  options: RedisServer.Options = {}
+): Effect.Effect<RedisServer.RedisServer, RedisServer.RedisServerError, Scope.Scope> => {
+  const binary = options.binary ?? "redis-server"
+  const timeoutMs = toMillis(options.startTimeout ?? "10 seconds")
+  const attempt = (left: number): Effect.Effect<ChildProcess & { port: number }, RedisServer.RedisServerError> =>
+    Effect.flatMap(options.port === undefined ? freePort : Effect.succeed(options.port), (port) =>
+      Effect.flatMap(spawnOnce(binary, port, options.args ?? [], timeoutMs), (result) => {
+        if (result._tag === "Started") return Effect.succeed(Object.assign(result.child, { port }))
+        return left > 1 && options.port === undefined
+          ? attempt(left - 1)
+          : Effect.fail(failure("StartFailed", `port ${port}: ${IN_USE}`))
+      }))
+  return Effect.suspend(() =>
+    onPath(binary) || binary.includes("/")
+      ? Effect.acquireRelease(attempt(5), stop)
+      : Effect.fail(failure("NotInstalled", `${binary} is not on PATH (Debian: apt-get install redis-server)`))
+  ).pipe(
+    Effect.map((child) => {
+      // Drain the logs from here on.
+      child.stdout?.resume()
+      return Object.freeze({
+        host: "127.0.0.1",
+        port: child.port,
+        url: `redis://127.0.0.1:${child.port}`,
+        pid: child.pid ?? -1
+      })
+    })
+  )
+}
+
+/** @internal */
+export const layer = (
+  options: RedisServer.Options = {},
+  client: Omit<Redis.Options, "url"> = {}
+): Layer.Layer<Redis.ReadWrite | RedisServer.RedisServer, RedisServer.RedisServerError | Redis.RedisError> =>
+  Layer.unwrapScoped(
+    Effect.map(make(options), (server) =>
+      Layer.merge(Layer.succeed(RedisServer.RedisServer, server), redis.layer({ ...client, url: server.url })))
+  )
