@@ -82,8 +82,8 @@ export interface Script {
  * @since 0.1.0
  * @category constructors
  */
-export const script: (options: { readonly name: string; readonly lua: string; readonly keys: number }) => Script =
-  internal.script
+export const script = (options: { readonly name: string; readonly lua: string; readonly keys: number }): Script =>
+  internal.script(options)
 
 /**
  * A name of an item: a string, a number (a safe integer), a bigint or bytes. Each encodes canonically
@@ -213,7 +213,7 @@ export type ReadOnly = Redis | Capability.Read<Capability.AnyEntity>
  * @since 0.1.0
  * @category constructors
  */
-export const make: (client: IORedis | Cluster) => Redis = internal.make
+export const make = (client: IORedis | Cluster): Redis => internal.make(client)
 
 /**
  * An owned client for a primary: connects while the layer is built, quits when its scope closes.
@@ -222,7 +222,7 @@ export const make: (client: IORedis | Cluster) => Redis = internal.make
  * @since 0.1.0
  * @category layers
  */
-export const layer: (options?: Options) => Layer.Layer<ReadWrite, RedisError> = internal.layer
+export const layer = (options?: Options): Layer.Layer<ReadWrite, RedisError> => internal.layer(options)
 
 /**
  * An owned client for a read-only replica. Grants only `Capability.ReadOnly`.
@@ -230,7 +230,7 @@ export const layer: (options?: Options) => Layer.Layer<ReadWrite, RedisError> = 
  * @since 0.1.0
  * @category layers
  */
-export const layerReadOnly: (options?: Options) => Layer.Layer<ReadOnly, RedisError> = internal.layerReadOnly
+export const layerReadOnly = (options?: Options): Layer.Layer<ReadOnly, RedisError> => internal.layerReadOnly(options)
 
 /**
  * {@link layer}, with the URL read from `REDIS_URL` through Effect `Config`.
@@ -238,8 +238,9 @@ export const layerReadOnly: (options?: Options) => Layer.Layer<ReadOnly, RedisEr
  * @since 0.1.0
  * @category layers
  */
-export const layerConfig: (options?: Omit<Options, "url">) => Layer.Layer<ReadWrite, RedisError | ConfigError.ConfigError> =
-  internal.layerConfig
+export const layerConfig = (
+  options?: Omit<Options, "url">
+): Layer.Layer<ReadWrite, RedisError | ConfigError.ConfigError> => internal.layerConfig(options)
 
 /**
  * Adopts a client the caller owns (it is never quit) for a primary. Grants `Capability.ReadWrite`.
@@ -247,7 +248,7 @@ export const layerConfig: (options?: Omit<Options, "url">) => Layer.Layer<ReadWr
  * @since 0.1.0
  * @category layers
  */
-export const layerClient: (client: IORedis | Cluster) => Layer.Layer<ReadWrite> = internal.layerClient
+export const layerClient = (client: IORedis | Cluster): Layer.Layer<ReadWrite> => internal.layerClient(client)
 
 /**
  * Adopts a client the caller owns for a replica. Grants only `Capability.ReadOnly`.
@@ -255,4 +256,5 @@ export const layerClient: (client: IORedis | Cluster) => Layer.Layer<ReadWrite> 
  * @since 0.1.0
  * @category layers
  */
-export const layerClientReadOnly: (client: IORedis | Cluster) => Layer.Layer<ReadOnly> = internal.layerClientReadOnly
+export const layerClientReadOnly = (client: IORedis | Cluster): Layer.Layer<ReadOnly> =>
+  internal.layerClientReadOnly(client)

@@ -85,7 +85,8 @@ export interface Options {
  * @since 0.1.0
  * @category constructors
  */
-export const make: (options?: Options) => Effect.Effect<RedisServer, RedisServerError, Scope.Scope> = internal.make
+export const make = (options?: Options): Effect.Effect<RedisServer, RedisServerError, Scope.Scope> =>
+  internal.make(options)
 
 /**
  * Starts a server and connects an owned client to it: provides `Redis` with `Capability.ReadWrite`,
@@ -94,7 +95,7 @@ export const make: (options?: Options) => Effect.Effect<RedisServer, RedisServer
  * @since 0.1.0
  * @category layers
  */
-export const layer: (
+export const layer = (
   options?: Options,
   client?: Omit<Redis.Options, "url">
-) => Layer.Layer<Redis.ReadWrite | RedisServer, RedisServerError | Redis.RedisError> = internal.layer
+): Layer.Layer<Redis.ReadWrite | RedisServer, RedisServerError | Redis.RedisError> => internal.layer(options, client)

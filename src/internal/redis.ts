@@ -94,13 +94,18 @@ export const acquireClient = (options: Redis.Options) =>
         : new IORedis(options.url, clientOptions(options))
       // Failures surface as typed errors of the commands; without a listener ioredis would print them.
       client.on("error", () => {})
-      return Effect.tryPromise({
-        try: () => client.connect(),
-        catch: (cause) => {
-          client.disconnect()
-          return redisError("connect", cause)
-        }
-      }).pipe(Effect.as(client))
+      // The whole connect phase (TCP connect, then the ready check) is bounded by connectTimeout.
+      const timeout = toMillis(options.connectTimeout ?? defaults.connectTimeout)
+      return Effect.tryPromise({ try: () => client.connect(), catch: (cause) => redisError("connect", cause) }).pipe(
+        // acquireRelease runs this uninterruptibly; the wait itself may be cut short by the timeout.
+        Effect.interruptible,
+        Effect.timeoutFail({
+          duration: timeout,
+          onTimeout: () => redisError("connect", new Error(`connect ETIMEDOUT: not ready within ${timeout} ms`))
+        }),
+        Effect.tapError(() => Effect.sync(() => client.disconnect())),
+        Effect.as(client)
+      )
     }),
     (client) =>
       Effect.tryPromise(() => client.quit()).pipe(

@@ -1,0 +1,66 @@
+import { layer } from "@effect/vitest"
+import { Cause, Effect, Exit } from "effect"
+import { expect } from "vitest"
+import { Capability, Rate, Redis, TokenBucket } from "wakuwaku"
+import { freshNamespace, redisUrl } from "./support/redis.js"
+
+const Other = Capability.entity("Other")
+
+/** What a cast does: hide a missing capability from the compiler. */
+const unchecked = <A, E>(effect: Effect.Effect<A, E, unknown>) => effect as Effect.Effect<A, E, Redis.Redis>
+
+const dieMessage = <A, E>(exit: Exit.Exit<A, E>): string => {
+  if (Exit.isSuccess(exit)) throw new Error("expected a defect, got a success")
+  const defect = Cause.dieOption(exit.cause)
+  if (defect._tag === "None") throw new Error(`expected a defect, got ${Cause.pretty(exit.cause)}`)
+  return String((defect.value as Error).message)
+}
+
+layer(Redis.layerReadOnly({ url: redisUrl }), { excludeTestServices: true })("capabilities at run time", (it) => {
+  it.effect("a write forced through a cast under the read-only capability dies, naming what is missing", () =>
+    Effect.gen(function*() {
+      const B = TokenBucket.make<string>(freshNamespace(), 5, Rate.perSecond(1))
+      const exit = yield* Effect.exit(unchecked(B.acquire("a", 1)))
+      expect(dieMessage(exit)).toContain("needs to write TokenBucket")
+      expect(dieMessage(exit)).toContain("Capability.Write<TokenBucket>")
+      // Nothing reached Redis.
+      expect(yield* B.peek("a")).toBe(5)
+    }))
+
+  it.effect("a custom capability for another entity does not let token buckets be written", () =>
+    Effect.gen(function*() {
+      const B = TokenBucket.make<string>(freshNamespace(), 5, Rate.perSecond(1))
+      const exit = yield* Effect.exit(
+        unchecked(B.acquire("a", 1)).pipe(Effect.provide(Capability.layer({ write: [Other] })))
+      )
+      expect(dieMessage(exit)).toContain("(granted: Other)")
+    }))
+
+  it.effect("a custom capability for token buckets lets them be written", () =>
+    Effect.gen(function*() {
+      const B = TokenBucket.make<string>(freshNamespace(), 5, Rate.perSecond(1))
+      const admission = yield* B.acquire("a", 2).pipe(Effect.provide(Capability.layer({ write: [TokenBucket.entity] })))
+      expect(admission).toEqual(TokenBucket.Admission.Allowed({ remaining: 3 }))
+    }))
+
+  it.effect("a read works with the read-only capability alone", () =>
+    Effect.gen(function*() {
+      const B = TokenBucket.make<string>(freshNamespace(), 5, Rate.perSecond(1))
+      expect(yield* B.peek("a")).toBe(5)
+    }))
+
+  it.effect("a narrower capability inside a broader one keeps the broader rights, as the types say", () =>
+    Effect.gen(function*() {
+      const B = TokenBucket.make<string>(freshNamespace(), 5, Rate.perSecond(1))
+      const program = B.acquire("a", 1).pipe(
+        Effect.provide(Capability.layer({ write: [Other] })),
+        Effect.provide(Capability.ReadWrite)
+      )
+      expect(yield* program).toEqual(TokenBucket.Admission.Allowed({ remaining: 4 }))
+      const reversed = B.acquire("a", 1).pipe(
+        Effect.provide(Capability.ReadOnly),
+        Effect.provide(Capability.layer({ write: [TokenBucket.entity] }))
+      )
+      expect(yield* reversed).toEqual(TokenBucket.Admission.Allowed({ remaining: 3 }))
+    }))
+})

@@ -1,0 +1,154 @@
+import { createServer, type Server, type Socket } from "node:net"
+import { describe, expect, it } from "@effect/vitest"
+import { ConfigProvider, Effect, Exit, Layer } from "effect"
+import { Redis as IORedis } from "ioredis"
+import { Rate, Redis, TokenBucket } from "wakuwaku"
+import * as RedisServer from "wakuwaku/RedisServer"
+import { freshNamespace, redisUrl } from "./support/redis.js"
+
+const bucket = () => TokenBucket.make<string>(freshNamespace(), 5, Rate.perSecond(1))
+
+const failureOf = <A, E>(exit: Exit.Exit<A, E>): E => {
+  if (Exit.isSuccess(exit)) throw new Error("expected a failure")
+  const failure = exit.cause._tag === "Fail" ? exit.cause.error : undefined
+  if (failure === undefined) throw new Error(`expected a typed failure, got ${exit.cause._tag}`)
+  return failure
+}
+
+/** A TCP port that accepts connections and never answers: what a hung server looks like. */
+const silentServer = Effect.acquireRelease(
+  Effect.async<{ server: Server; sockets: Set<Socket>; port: number }>((resume) => {
+    const sockets = new Set<Socket>()
+    const server = createServer((socket) => sockets.add(socket))
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address()
+      resume(Effect.succeed({ server, sockets, port: typeof address === "object" && address ? address.port : 0 }))
+    })
+  }),
+  ({ server, sockets }) =>
+    Effect.async<void>((resume) => {
+      for (const socket of sockets) socket.destroy()
+      server.close(() => resume(Effect.void))
+    })
+)
+
+/** A port nothing listens on. */
+const closedPort = Effect.map(silentServer, ({ port }) => port).pipe(Effect.scoped)
+
+describe("Redis", () => {
+  it.live("an unreachable server fails the layer with a typed RedisError, at once", () =>
+    Effect.gen(function*() {
+      const port = yield* closedPort
+      const started = performance.now()
+      const exit = yield* Effect.exit(
+        bucket().acquire("a", 1).pipe(Effect.provide(Redis.layer({ url: `redis://127.0.0.1:${port}` })))
+      )
+      const error = failureOf(exit)
+      expect(error).toBeInstanceOf(Redis.RedisError)
+      expect(error).toMatchObject({ _tag: "RedisError", reason: "Connection", operation: "connect" })
+      expect(performance.now() - started).toBeLessThan(1000)
+    }))
+
+  it.live("a server that accepts but never answers fails within the configured timeouts, not a hang", () =>
+    Effect.gen(function*() {
+      const { port } = yield* silentServer
+      const started = performance.now()
+      const exit = yield* Effect.exit(
+        bucket().acquire("a", 1).pipe(
+          Effect.provide(
+            Redis.layer({ url: `redis://127.0.0.1:${port}`, connectTimeout: "300 millis", commandTimeout: "300 millis" })
+          )
+        )
+      )
+      const elapsed = performance.now() - started
+      expect(failureOf(exit)).toMatchObject({ _tag: "RedisError", reason: "Connection", operation: "connect" })
+      expect(elapsed).toBeGreaterThanOrEqual(290)
+      expect(elapsed).toBeLessThan(1000)
+    }).pipe(Effect.scoped))
+
+  it.live("a server that stops answering mid-run gives a typed Timeout within commandTimeout, then recovers", () =>
+    Effect.gen(function*() {
+      const server = yield* RedisServer.make()
+      const B = bucket()
+      const layer = Redis.layer({ url: server.url, commandTimeout: "400 millis" })
+      yield* Effect.gen(function*() {
+        expect(yield* B.acquire("a", 1)).toEqual(TokenBucket.Admission.Allowed({ remaining: 4 }))
+        process.kill(server.pid, "SIGSTOP")
+        const started = performance.now()
+        const exit = yield* Effect.exit(B.acquire("a", 1))
+        const elapsed = performance.now() - started
+        process.kill(server.pid, "SIGCONT")
+        expect(failureOf(exit)).toMatchObject({ _tag: "RedisError", reason: "Timeout", operation: "script TokenBucket.acquire" })
+        expect(elapsed).toBeGreaterThanOrEqual(390)
+        expect(elapsed).toBeLessThan(1000)
+        // The connection is still usable once the server answers again.
+        const next = yield* B.acquire("a", 1)
+        expect(next._tag).toBe("Allowed")
+      }).pipe(Effect.provide(layer))
+    }).pipe(Effect.scoped))
+
+  it.live("scripts survive SCRIPT FLUSH: EVALSHA falls back to EVAL on NOSCRIPT", () =>
+    Effect.gen(function*() {
+      const B = bucket()
+      const redis = yield* Redis.Redis
+      expect(yield* B.acquire("a", 1)).toEqual(TokenBucket.Admission.Allowed({ remaining: 4 }))
+      expect(yield* redis.command("SCRIPT", ["FLUSH"])).toBe("OK")
+      expect(yield* B.acquire("a", 1)).toEqual(TokenBucket.Admission.Allowed({ remaining: 3 }))
+      expect(yield* B.acquire("a", 1)).toEqual(TokenBucket.Admission.Allowed({ remaining: 2 }))
+    }).pipe(Effect.provide(Redis.layer({ url: redisUrl }))))
+
+  it.live("a server error reply is a typed RedisError carrying the command", () =>
+    Effect.gen(function*() {
+      const redis = yield* Redis.Redis
+      const error = yield* Effect.flip(redis.command("NOSUCHCOMMAND", []))
+      expect(error).toMatchObject({ _tag: "RedisError", reason: "Server", operation: "NOSUCHCOMMAND" })
+      expect(error.message).toContain("unknown command")
+    }).pipe(Effect.provide(Redis.layer({ url: redisUrl }))))
+
+  it.live("an owned client quits when its scope closes", () =>
+    Effect.gen(function*() {
+      const name = `wakuwaku-${freshNamespace()}`
+      const clients = () =>
+        Effect.flatMap(Redis.Redis, (redis) => redis.command("CLIENT", ["LIST"])).pipe(
+          Effect.map((list) => String(list).split("\n").filter((line) => line.includes(`name=${name}`)).length),
+          Effect.provide(Redis.layer({ url: redisUrl }))
+        )
+      yield* Effect.gen(function*() {
+        expect(yield* clients()).toBe(1)
+      }).pipe(Effect.provide(Redis.layer({ url: redisUrl, connectionName: name })))
+      expect(yield* clients()).toBe(0)
+    }))
+
+  it.live("layerConfig reads REDIS_URL through Effect Config", () =>
+    Effect.gen(function*() {
+      const admission = yield* bucket().acquire("a", 5).pipe(
+        Effect.provide(
+          Redis.layerConfig().pipe(
+            Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map([["REDIS_URL", redisUrl]]))))
+          )
+        )
+      )
+      expect(admission).toEqual(TokenBucket.Admission.Allowed({ remaining: 0 }))
+      const missing = yield* Effect.exit(
+        bucket().acquire("a", 1).pipe(
+          Effect.provide(
+            Redis.layerConfig().pipe(Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map()))))
+          )
+        )
+      )
+      expect(failureOf(missing)).toMatchObject({ _tag: "ConfigError" })
+    }))
+
+  it.live("layerClient adopts a client without owning it", () =>
+    Effect.gen(function*() {
+      const client = new IORedis(redisUrl)
+      try {
+        const admission = yield* bucket().acquire("a", 1).pipe(Effect.provide(Redis.layerClient(client)))
+        expect(admission).toEqual(TokenBucket.Admission.Allowed({ remaining: 4 }))
+        expect(client.status).toBe("ready")
+        expect(yield* Effect.promise(() => client.ping())).toBe("PONG")
+      } finally {
+        client.disconnect()
+      }
+    }))
+})

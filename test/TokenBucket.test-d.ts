@@ -1,0 +1,91 @@
+import { Effect } from "effect"
+import { describe, expectTypeOf, it } from "vitest"
+import { Capability, Rate, Redis, TokenBucket } from "wakuwaku"
+
+const LOGINS = TokenBucket.make<string>("login", 20, Rate.make(1, "3 seconds"))
+const EXPORT_ROWS = TokenBucket.make<number>("export-rows", 10_000, Rate.perSecond(50))
+const Other = Capability.entity("Other")
+type Other = typeof Other
+
+type R<T> = T extends Effect.Effect<infer _A, infer _E, infer R> ? R : never
+
+describe("TokenBucket requirements", () => {
+  it("acquire and reset need Redis | Write<TokenBucket.Entity>, peek needs Read", () => {
+    expectTypeOf<R<ReturnType<typeof LOGINS.acquire>>>().toEqualTypeOf<
+      Redis.Redis | Capability.Write<TokenBucket.Entity>
+    >()
+    expectTypeOf<R<ReturnType<typeof LOGINS.reset>>>().toEqualTypeOf<
+      Redis.Redis | Capability.Write<TokenBucket.Entity>
+    >()
+    expectTypeOf<R<ReturnType<typeof LOGINS.peek>>>().toEqualTypeOf<
+      Redis.Redis | Capability.Read<TokenBucket.Entity>
+    >()
+  })
+
+  it("results and errors are typed", () => {
+    expectTypeOf(LOGINS.acquire("a", 1)).toEqualTypeOf<
+      Effect.Effect<
+        TokenBucket.Admission,
+        Redis.RedisError | Redis.InvalidInput,
+        Redis.Redis | Capability.Write<TokenBucket.Entity>
+      >
+    >()
+    expectTypeOf<Effect.Effect.Success<ReturnType<typeof LOGINS.reset>>>().toEqualTypeOf<boolean>()
+    expectTypeOf<Effect.Effect.Success<ReturnType<typeof LOGINS.peek>>>().toEqualTypeOf<number>()
+  })
+
+  it("with only the read-only capability, acquire leaves Write<TokenBucket.Entity> and does not run", () => {
+    const program = LOGINS.acquire("203.0.113.7", 1).pipe(Effect.provide(Redis.layerReadOnly()))
+    expectTypeOf<R<typeof program>>().toEqualTypeOf<Capability.Write<TokenBucket.Entity>>()
+    // @ts-expect-error Write<Entity<"TokenBucket">> is missing
+    Effect.runPromise(program)
+  })
+
+  it("with read-write, acquire compiles", () => {
+    const program = LOGINS.acquire("203.0.113.7", 1).pipe(Effect.provide(Redis.layer()))
+    expectTypeOf<R<typeof program>>().toEqualTypeOf<never>()
+    Effect.runPromise(program)
+  })
+
+  it("with only the read-only capability, peek compiles", () => {
+    const program = LOGINS.peek("203.0.113.7").pipe(Effect.provide(Redis.layerReadOnly()))
+    expectTypeOf<R<typeof program>>().toEqualTypeOf<never>()
+  })
+
+  it("a custom capability that writes another entity but not token buckets leaves Write<TokenBucket.Entity>", () => {
+    const program = EXPORT_ROWS.acquire(7, 100).pipe(
+      Effect.provide(Capability.layer({ read: "all", write: [Other] })),
+      Effect.provide(Redis.layerReadOnly())
+    )
+    expectTypeOf<R<typeof program>>().toEqualTypeOf<Capability.Write<TokenBucket.Entity>>()
+    // @ts-expect-error Write<Entity<"TokenBucket">> is missing
+    Effect.runPromise(program)
+  })
+
+  it("a custom capability that writes token buckets satisfies acquire", () => {
+    const program = EXPORT_ROWS.acquire(7, 100).pipe(
+      Effect.provide(Capability.layer({ write: [TokenBucket.entity] })),
+      Effect.provide(Redis.layerReadOnly())
+    )
+    expectTypeOf<R<typeof program>>().toEqualTypeOf<never>()
+  })
+
+  it("a narrower capability inside a broader one: the broader still satisfies the rest", () => {
+    const program = LOGINS.acquire("a", 1).pipe(
+      Effect.provide(Capability.layer({ write: [Other] })),
+      Effect.provide(Redis.layer())
+    )
+    expectTypeOf<R<typeof program>>().toEqualTypeOf<never>()
+  })
+
+  it("names are typed", () => {
+    // @ts-expect-error a string bucket takes string names
+    LOGINS.acquire(5, 1)
+    // @ts-expect-error a number bucket takes number names
+    EXPORT_ROWS.acquire("tenant", 1)
+    const BYTES = TokenBucket.make<Uint8Array>("bytes", 1, Rate.perSecond(1))
+    expectTypeOf(BYTES.acquire).parameter(0).toEqualTypeOf<Uint8Array>()
+    const BIG = TokenBucket.make<bigint>("big", 1, Rate.perSecond(1))
+    expectTypeOf(BIG.acquire).parameter(0).toEqualTypeOf<bigint>()
+  })
+})

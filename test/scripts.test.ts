@@ -1,0 +1,32 @@
+/** Every script the library runs declares exactly the KEYS it reads, and names no key itself. */
+import { readdirSync } from "node:fs"
+import { describe, expect, it } from "vitest"
+import type { Redis } from "wakuwaku"
+
+const isScript = (u: unknown): u is Redis.Script =>
+  typeof u === "object" && u !== null && "lua" in u && "sha1" in u && "keys" in u
+
+const dir = new URL("../src/internal/", import.meta.url)
+const scripts: Array<Redis.Script> = []
+for (const file of readdirSync(dir).filter((f) => f.endsWith(".ts"))) {
+  const module: Record<string, unknown> = await import(new URL(file, dir).href)
+  scripts.push(...Object.values(module).filter(isScript))
+}
+
+describe("scripts", () => {
+  it("are found", () => {
+    expect(scripts.map((s) => s.name).sort()).toEqual(["TokenBucket.acquire", "TokenBucket.peek"])
+  })
+
+  it.each(scripts.map((s) => [s.name, s] as const))("%s reads exactly KEYS[1..keys]", (_, script) => {
+    const used = new Set([...script.lua.matchAll(/KEYS\[(\d+)\]/g)].map((m) => Number(m[1])))
+    expect([...used].sort()).toEqual(Array.from({ length: script.keys }, (_, i) => i + 1))
+    // No computed key indices, no key built from strings.
+    expect(script.lua).not.toMatch(/KEYS\[[^\d]/)
+    expect(script.lua).not.toMatch(/@@wakuwaku/)
+  })
+
+  it.each(scripts.map((s) => [s.name, s] as const))("%s reads time from the server", (_, script) => {
+    expect(script.lua).toContain("redis.call('TIME')")
+  })
+})
