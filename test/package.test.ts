@@ -1,0 +1,45 @@
+/** The published shape: `npm run build` produces the entry that the exports map names, and it works from plain Node. */
+import { execFile } from "node:child_process"
+import { existsSync, readFileSync } from "node:fs"
+import { fileURLToPath } from "node:url"
+import { promisify } from "node:util"
+import { beforeAll, describe, expect, it } from "vitest"
+import { freshNamespace, redisUrl } from "./support/redis.js"
+
+const run = promisify(execFile)
+const root = fileURLToPath(new URL("..", import.meta.url))
+const node = (code: string) => run(process.execPath, ["--input-type=module", "-e", code], { cwd: root })
+
+describe("package", () => {
+  beforeAll(async () => {
+    await run(process.execPath, [fileURLToPath(new URL("../node_modules/typescript/bin/tsc", import.meta.url)), "-p", "src/tsconfig.build.json"], {
+      cwd: root
+    })
+  }, 120_000)
+
+  it("package.json: name, ESM, engines, exports with types", () => {
+    const pkg = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8"))
+    expect(pkg.name).toBe("wakuwaku")
+    expect(pkg.type).toBe("module")
+    expect(pkg.engines.node).toBe(">=20.19")
+    expect(pkg.exports["."]).toEqual({ types: "./dist/index.d.ts", default: "./dist/index.js" })
+    expect(existsSync(new URL("../dist/index.js", import.meta.url))).toBe(true)
+    expect(existsSync(new URL("../dist/index.d.ts", import.meta.url))).toBe(true)
+  })
+
+  it("the root exports the namespaces Capability, Rate, Redis and TokenBucket", async () => {
+    const { stdout } = await node(`import("wakuwaku").then((m) => console.log(JSON.stringify(Object.keys(m))))`)
+    expect(JSON.parse(stdout)).toEqual(["Capability", "Rate", "Redis", "TokenBucket"])
+  })
+
+  it("the built entry runs against Redis from plain Node", async () => {
+    const { stdout } = await node(`
+      import { Effect } from "effect"
+      import { Rate, Redis, TokenBucket } from "wakuwaku"
+      const B = TokenBucket.make("${freshNamespace()}", 20, Rate.make(1, "3 seconds"))
+      const admission = await B.acquire("203.0.113.7", 1).pipe(Effect.provide(Redis.layer({ url: "${redisUrl}" })), Effect.runPromise)
+      console.log(JSON.stringify(admission))
+    `)
+    expect(JSON.parse(stdout)).toEqual({ _tag: "Allowed", remaining: 19 })
+  })
+})
