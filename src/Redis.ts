@@ -87,7 +87,9 @@ export const script = (options: { readonly name: string; readonly lua: string; r
 
 /**
  * A name of an item: a string, a number (a safe integer), a bigint or bytes. Each encodes canonically
- * into the key.
+ * into the key: strings as they are, integers in decimal (so `42` and `42n` are one name), bytes in
+ * lowercase hex. Give each structure one name type; a union such as `string | number` lets `"42"` and
+ * `42` share an item.
  *
  * @since 0.1.0
  * @category models

@@ -28,7 +28,7 @@
  *
  * @example
  * ```ts
- * import { Effect } from "effect"
+ * import { Duration, Effect, Option } from "effect"
  * import { Rate, Redis, TokenBucket } from "wakuwaku"
  *
  * // Bursts of 20 logins per address, one more every 3 seconds.
@@ -38,7 +38,11 @@
  *   Effect.map(LOGINS.acquire(address, 1), (admission) =>
  *     TokenBucket.Admission.$match(admission, {
  *       Allowed: () => "proceed",
- *       Denied: ({ retryAfter }) => `too many requests, retry in ${retryAfter}`
+ *       Denied: ({ retryAfter }) =>
+ *         Option.match(retryAfter, {
+ *           onNone: () => "too large: split the request",
+ *           onSome: (wait) => `too many requests, retry in ${Math.ceil(Duration.toSeconds(wait))} s`
+ *         })
  *     }))
  *
  * checkLogin("203.0.113.7").pipe(Effect.provide(Redis.layer({ url: "redis://127.0.0.1:6379" })))
@@ -77,7 +81,9 @@ export const entity: Entity = internal.entity
  */
 export type Requirements<Access extends "read" | "write"> =
   | Redis.Redis
-  | (Access extends "write" ? Capability.Write<Entity> : Capability.Read<Entity>)
+  // Spelled out rather than through the `Entity` alias, so that compile errors name the entity.
+  | (Access extends "write" ? Capability.Write<Capability.Entity<"TokenBucket">>
+    : Capability.Read<Capability.Entity<"TokenBucket">>)
 
 /**
  * The outcome of an acquire.

@@ -1,0 +1,197 @@
+/**
+ * The docs compile. Every ```ts block in README.md and docs/**\/*.md, and every ```ts block of an
+ * `@example` in src, is written out as its own module and type-checked against the sources with the
+ * options of tsconfig.json, in one program. The same program holds a few snippets that must not
+ * compile, and checks that their errors say what the docs promise.
+ *
+ * A block that is meant not to compile uses another fence (```text), or marks the failing line with
+ * `// @ts-expect-error`.
+ */
+import { randomBytes } from "node:crypto"
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmdirSync, rmSync, writeFileSync } from "node:fs"
+import { join, relative, resolve } from "node:path"
+import { fileURLToPath } from "node:url"
+import ts from "typescript"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+
+const ROOT = fileURLToPath(new URL("..", import.meta.url))
+const TMP_ROOT = join(ROOT, "test", ".docs-tmp")
+const TMP = join(TMP_ROOT, `run-${process.pid}-${randomBytes(4).toString("hex")}`)
+
+/** A code block: where it came from and its source. `line` is the 1-based line of its first code line. */
+interface Block {
+  readonly source: string
+  readonly line: number
+  readonly code: string
+}
+
+const OPEN = /^(\s*)(`{3,}|~{3,})\s*([^\s`]*)/
+
+/** The ```ts (or ```typescript) blocks of markdown lines; `firstLine` is the 1-based number of `lines[0]`. */
+const tsBlocks = (source: string, lines: ReadonlyArray<string>, firstLine: number): Array<Block> => {
+  const blocks: Array<Block> = []
+  for (let i = 0; i < lines.length; i++) {
+    const open = OPEN.exec(lines[i] ?? "")
+    if (open === null) continue
+    const [, indent = "", fence = "", lang = ""] = open
+    // Closed by a line of at least as many of the same fence character, and nothing else.
+    const close = new RegExp(`^\\s*\\${fence[0]}{${fence.length},}\\s*$`)
+    const body: Array<string> = []
+    let j = i + 1
+    for (; j < lines.length && !close.test(lines[j] ?? ""); j++) {
+      const line = lines[j] ?? ""
+      body.push(line.startsWith(indent) ? line.slice(indent.length) : line.trimStart())
+    }
+    if (lang === "ts" || lang === "typescript") blocks.push({ source, line: firstLine + i + 1, code: body.join("\n") })
+    i = j
+  }
+  return blocks
+}
+
+const walk = (dir: string, keep: (file: string) => boolean): Array<string> =>
+  existsSync(dir)
+    ? readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
+      const path = join(dir, entry.name)
+      if (entry.isDirectory()) return entry.name === "node_modules" || entry.name.startsWith(".") ? [] : walk(path, keep)
+      return keep(path) ? [path] : []
+    }).sort()
+    : []
+
+const markdownBlocks = (file: string): Array<Block> =>
+  tsBlocks(relative(ROOT, file), readFileSync(file, "utf8").split(/\r?\n/), 1)
+
+/** The ```ts blocks inside the `@example` tags of a source file's JSDoc comments, with ` * ` stripped. */
+const exampleBlocks = (file: string): Array<Block> => {
+  const text = readFileSync(file, "utf8")
+  const blocks: Array<Block> = []
+  for (const comment of text.matchAll(/\/\*\*[\s\S]*?\*\//g)) {
+    const startLine = text.slice(0, comment.index).split("\n").length
+    const lines = comment[0].split("\n").map((line) =>
+      line.replace(/^\s*\/\*\*\s?/, "").replace(/\s*\*\/\s*$/, "").replace(/^\s*\*(?: |$)/, "")
+    )
+    for (let i = 0; i < lines.length; i++) {
+      if (!/^@example\b/.test(lines[i] ?? "")) continue
+      let end = i + 1
+      while (end < lines.length && !/^@\w/.test(lines[end] ?? "")) end++
+      blocks.push(...tsBlocks(relative(ROOT, file), lines.slice(i + 1, end), startLine + i + 1))
+      i = end - 1
+    }
+  }
+  return blocks
+}
+
+const blocks: ReadonlyArray<Block> = [
+  ...[join(ROOT, "README.md")].filter(existsSync).flatMap(markdownBlocks),
+  ...walk(join(ROOT, "docs"), (file) => file.endsWith(".md")).flatMap(markdownBlocks),
+  ...walk(join(ROOT, "src"), (file) => file.endsWith(".ts") && !file.endsWith(".d.ts")).flatMap(exampleBlocks)
+]
+
+/** Snippets that must not compile, and what their one error must say. */
+const negatives = [
+  {
+    name: "Rate.make(0, …)",
+    expected: "a rate must refill at least one token",
+    code: `import { Rate } from "wakuwaku"
+export const rate = Rate.make(0, "3 seconds")`
+  },
+  {
+    name: "Rate.make(1, \"0 seconds\")",
+    expected: "a rate's period must be longer than zero",
+    code: `import { Rate } from "wakuwaku"
+export const rate = Rate.make(1, "0 seconds")`
+  },
+  {
+    name: "acquire with only Redis.layerReadOnly",
+    expected: `Write<Entity<"TokenBucket">>`,
+    code: `import { Effect } from "effect"
+import { Rate, Redis, TokenBucket } from "wakuwaku"
+const LOGINS = TokenBucket.make<string>("login", 20, Rate.make(1, "3 seconds"))
+LOGINS.acquire("x", 1).pipe(Effect.provide(Redis.layerReadOnly({ url: "redis://127.0.0.1:1" })), Effect.runPromise)`
+  }
+] as const
+
+const label = (block: Block) => `${block.source}:${block.line}`
+const blockFile = (index: number) => join(TMP, `block-${index}.ts`)
+const negativeFile = (index: number) => join(TMP, `negative-${index}.ts`)
+
+/** Diagnostics per file name (`""` for those without a file), filled once by the compile. */
+const diagnostics = new Map<string, Array<ts.Diagnostic>>()
+
+const compile = () => {
+  const configPath = join(ROOT, "tsconfig.json")
+  const config = ts.readConfigFile(configPath, (path) => ts.sys.readFile(path))
+  if (config.error !== undefined) throw new Error(ts.flattenDiagnosticMessageText(config.error.messageText, "\n"))
+  const parsed = ts.parseJsonConfigFileContent(config.config, ts.sys, ROOT, undefined, configPath)
+  // `paths` without a baseUrl are relative to tsconfig.json: make them absolute, so they hold from TMP.
+  const paths = Object.fromEntries(
+    Object.entries(parsed.options.paths ?? {}).map(([pattern, targets]) => [pattern, targets.map((t) => resolve(ROOT, t))])
+  )
+  const options: ts.CompilerOptions = { ...parsed.options, paths, noEmit: true, noUnusedLocals: false }
+
+  mkdirSync(TMP, { recursive: true })
+  const roots: Array<string> = []
+  blocks.forEach((block, i) => {
+    // `export {}` keeps every block a module of its own, whatever it contains.
+    writeFileSync(blockFile(i), `${block.code}\nexport {}\n`)
+    roots.push(blockFile(i))
+  })
+  negatives.forEach((negative, i) => {
+    writeFileSync(negativeFile(i), `${negative.code}\nexport {}\n`)
+    roots.push(negativeFile(i))
+  })
+
+  const program = ts.createProgram({ rootNames: roots, options })
+  for (const diagnostic of ts.getPreEmitDiagnostics(program)) {
+    const file = diagnostic.file === undefined ? "" : resolve(diagnostic.file.fileName)
+    diagnostics.set(file, [...(diagnostics.get(file) ?? []), diagnostic])
+  }
+}
+
+const messageOf = (diagnostic: ts.Diagnostic) => ts.flattenDiagnosticMessageText(diagnostic.messageText, "\n")
+
+/** `file:line:col TS1234 message`, with a block's positions mapped back to its markdown or source file. */
+const format = (diagnostic: ts.Diagnostic, block?: Block): string => {
+  const { file, start } = diagnostic
+  const text = `TS${diagnostic.code} ${messageOf(diagnostic)}`
+  if (file === undefined || start === undefined) return `(global) ${text}`
+  const { line, character } = file.getLineAndCharacterOfPosition(start)
+  return block === undefined
+    ? `${relative(ROOT, file.fileName)}:${line + 1}:${character + 1} ${text}`
+    : `${block.source}:${block.line + line}:${character + 1} (block at ${label(block)}) ${text}`
+}
+
+describe("docs", { timeout: 60_000 }, () => {
+  beforeAll(compile, 60_000)
+
+  afterAll(() => {
+    rmSync(TMP, { recursive: true, force: true })
+    try {
+      rmdirSync(TMP_ROOT) // only when no other run is using it
+    } catch {
+      // not empty, or already gone
+    }
+  })
+
+  it("has ts blocks to check", () => {
+    const sources = new Set(blocks.map((block) => block.source))
+    expect(sources).toContain("README.md")
+    expect(sources).toContain(join("docs", "token-bucket.md"))
+  })
+
+  it.each(blocks.map((block, i) => ({ block, i, name: label(block) })))("$name type-checks", ({ block, i }) => {
+    const found = diagnostics.get(resolve(blockFile(i))) ?? []
+    expect(found.map((diagnostic) => format(diagnostic, block))).toEqual([])
+  })
+
+  it("leaves nothing else with errors (sources, options)", () => {
+    const mine = new Set([...blocks.map((_, i) => resolve(blockFile(i))), ...negatives.map((_, i) => resolve(negativeFile(i)))])
+    const others = [...diagnostics].filter(([file]) => !mine.has(file)).flatMap(([, found]) => found)
+    expect(others.map((diagnostic) => format(diagnostic))).toEqual([])
+  })
+
+  it.each(negatives.map((negative, i) => ({ ...negative, i })))("$name does not compile: $expected", ({ expected, i }) => {
+    const found = diagnostics.get(resolve(negativeFile(i))) ?? []
+    expect(found.map((diagnostic) => format(diagnostic))).toHaveLength(1)
+    expect(messageOf(found[0]!)).toContain(expected)
+  })
+})
