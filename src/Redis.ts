@@ -74,6 +74,12 @@ export interface Script {
   readonly keys: number
   /** The SHA1 of `lua`, as EVALSHA wants it. */
   readonly sha1: string
+  /**
+   * A variant that runs many calls of this script in one: its KEYS and ARGV are the calls' KEYS and
+   * ARGV one after another, and it replies with an array of their replies, in order. When it is set,
+   * calls made together may be sent together.
+   */
+  readonly many?: Script | undefined
 }
 
 /**
@@ -82,8 +88,12 @@ export interface Script {
  * @since 0.1.0
  * @category constructors
  */
-export const script = (options: { readonly name: string; readonly lua: string; readonly keys: number }): Script =>
-  internal.script(options)
+export const script = (options: {
+  readonly name: string
+  readonly lua: string
+  readonly keys: number
+  readonly many?: Script | undefined
+}): Script => internal.script(options)
 
 /**
  * A name of an item: a string, a number (a safe integer), a bigint or bytes. Each encodes canonically

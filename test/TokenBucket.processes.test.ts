@@ -90,7 +90,7 @@ describe(`TokenBucket across ${PROCESSES} OS processes`, () => {
     let first = { tokens: 0, ts: 0 }
     // Each process hammers for 1.5 s, 8 in flight.
     const { counts, ended, started } = await run([ns, "shared", capacity, perSecond, 1000, 1_000_000, 1500, 8], async () => {
-      expect(await raw.evalsha(sha, 1, key, capacity, perSecond, 1_000_000, capacity / 2)).toEqual([1, 0, capacity / 2])
+      expect(await raw.evalsha(sha, 1, key, `${capacity} ${perSecond} 1000000`, capacity / 2)).toEqual([1, 0, capacity / 2])
       first = parse(await raw.get(key))
     })
     expect(first.tokens).toBe(capacity / 2)

@@ -15,14 +15,27 @@ for (const file of readdirSync(dir).filter((f) => f.endsWith(".ts"))) {
 
 describe("scripts", () => {
   it("are found", () => {
-    expect(scripts.map((s) => s.name).sort()).toEqual(["TokenBucket.acquire", "TokenBucket.peek"])
+    expect(scripts.map((s) => s.name).sort()).toEqual([
+      "TokenBucket.acquire",
+      "TokenBucket.acquireMany",
+      "TokenBucket.peek"
+    ])
   })
 
-  it.each(scripts.map((s) => [s.name, s] as const))("%s reads exactly KEYS[1..keys]", (_, script) => {
+  const many = new Set(scripts.flatMap((s) => s.many ? [s.many] : []))
+  const single = scripts.filter((s) => !many.has(s))
+
+  it.each(single.map((s) => [s.name, s] as const))("%s reads exactly KEYS[1..keys]", (_, script) => {
     const used = new Set([...script.lua.matchAll(/KEYS\[(\d+)\]/g)].map((m) => Number(m[1])))
     expect([...used].sort()).toEqual(Array.from({ length: script.keys }, (_, i) => i + 1))
     // No computed key indices, no key built from strings.
     expect(script.lua).not.toMatch(/KEYS\[[^\d]/)
+    expect(script.lua).not.toMatch(/@@wakuwaku/)
+  })
+
+  it.each([...many].map((s) => [s.name, s] as const))("%s (a batch) reads only KEYS[i] for i in 1..#KEYS", (_, script) => {
+    expect([...script.lua.matchAll(/KEYS\[([^\]]+)\]/g)].map((m) => m[1])).toEqual(["i"])
+    expect(script.lua).toContain("for i = 1, #KEYS do")
     expect(script.lua).not.toMatch(/@@wakuwaku/)
   })
 

@@ -13,13 +13,16 @@ export interface Grant {
   readonly kinds: Kinds
 }
 
-/** @internal All `Read<E>` share this one key, so a grant is looked up the same way whatever E is. */
-export const readTag = <E extends Capability.AnyEntity>() =>
-  Context.GenericTag<Capability.Read<E>, Grant>("wakuwaku/Capability/Read")
+const ReadTag = Context.GenericTag<Capability.Read<Capability.AnyEntity>, Grant>("wakuwaku/Capability/Read")
+const WriteTag = Context.GenericTag<Capability.Write<Capability.AnyEntity>, Grant>("wakuwaku/Capability/Write")
 
-/** @internal All `Write<E>` share this one key. */
+/** @internal All `Read<E>` share this one tag, so a grant is looked up the same way whatever E is. */
+export const readTag = <E extends Capability.AnyEntity>() =>
+  ReadTag as unknown as Context.Tag<Capability.Read<E>, Grant>
+
+/** @internal All `Write<E>` share this one tag. */
 export const writeTag = <E extends Capability.AnyEntity>() =>
-  Context.GenericTag<Capability.Write<E>, Grant>("wakuwaku/Capability/Write")
+  WriteTag as unknown as Context.Tag<Capability.Write<E>, Grant>
 
 const union = (a: Kinds, b: Kinds): Kinds =>
   a === "all" || b === "all" ? "all" : new Set([...a, ...b])
@@ -49,23 +52,13 @@ export const layer = <Granted>(
     grantLayer(writeTag() as Context.Tag<unknown, Grant>, kindsOf(write))
   ) as Layer.Layer<unknown> as Layer.Layer<Granted>
 
-const allows = (kinds: Kinds, kind: string) => kinds === "all" || kinds.has(kind)
-
-const check = <I>(tag: Context.Tag<I, Grant>, verb: "read" | "write", kind: string): Effect.Effect<void, never, I> =>
-  Effect.flatMap(tag, (grant) =>
-    allows(grant.kinds, kind)
-      ? Effect.void
-      : Effect.dieMessage(
-        `wakuwaku: this operation needs to ${verb} ${kind}, but the capability in scope does not grant it ` +
-          `(granted: ${grant.kinds === "all" ? "all" : [...grant.kinds].join(", ") || "nothing"}). ` +
-          `A cast has hidden a missing Capability.${verb === "read" ? "Read" : "Write"}<${kind}> from the compiler.`
-      )
-  )
-
-/** @internal Checks at run time what R promised at compile time; dies on a violation (which only a cast can cause). */
-export const ensureWrite = <E extends Capability.AnyEntity>(entity: E): Effect.Effect<void, never, Capability.Write<E>> =>
-  check(writeTag<E>(), "write", entity.kind)
-
 /** @internal */
-export const ensureRead = <E extends Capability.AnyEntity>(entity: E): Effect.Effect<void, never, Capability.Read<E>> =>
-  check(readTag<E>(), "read", entity.kind)
+export const allows = (grant: Grant, kind: string): boolean => grant.kinds === "all" || grant.kinds.has(kind)
+
+/** @internal The defect of a violated grant, which only a cast can cause. */
+export const violation = (verb: "read" | "write", kind: string, grant: Grant): Effect.Effect<never> =>
+  Effect.dieMessage(
+    `wakuwaku: this operation needs to ${verb} ${kind}, but the capability in scope does not grant it ` +
+      `(granted: ${grant.kinds === "all" ? "all" : [...grant.kinds].join(", ") || "nothing"}). ` +
+      `A cast has hidden a missing Capability.${verb === "read" ? "Read" : "Write"}<${kind}> from the compiler.`
+  )

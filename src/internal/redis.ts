@@ -8,62 +8,20 @@ import { Redis as IORedis } from "ioredis"
 import type { Cluster, RedisOptions } from "ioredis"
 import * as Capability from "../Capability.js"
 import * as Redis from "../Redis.js"
+import * as client_ from "./client.js"
 import { toMillis } from "./duration.js"
+import { redisError } from "./errors.js"
 
 /** @internal */
-export const script = (options: { readonly name: string; readonly lua: string; readonly keys: number }): Redis.Script =>
-  Object.freeze({ ...options, sha1: createHash("sha1").update(options.lua).digest("hex") })
+export const script = (options: {
+  readonly name: string
+  readonly lua: string
+  readonly keys: number
+  readonly many?: Redis.Script | undefined
+}): Redis.Script => Object.freeze({ ...options, sha1: createHash("sha1").update(options.lua).digest("hex") })
 
-const messageOf = (cause: unknown): string => cause instanceof Error ? cause.message : String(cause)
-
-/** @internal Sorts an ioredis or server failure into a reason. */
-export const reasonOf = (cause: unknown): Redis.RedisErrorReason => {
-  const message = messageOf(cause)
-  if (message.startsWith("Command timed out")) return "Timeout"
-  if (message.startsWith("READONLY")) return "ReadOnly"
-  if (message.startsWith("OOM")) return "OutOfMemory"
-  if (
-    message.startsWith("Connection is closed") || message.startsWith("Reached the max retries") ||
-    message.startsWith("Stream isn't writeable") || message.startsWith("connect ") || message.includes("ECONN") ||
-    message.includes("EPIPE") || message.includes("ETIMEDOUT") || message.startsWith("LOADING")
-  ) return "Connection"
-  if (message.includes("user_script") || message.startsWith("NOSCRIPT") || message.includes("Error running script")) {
-    return "Script"
-  }
-  return "Server"
-}
-
-/** @internal */
-export const redisError = (operation: string, cause: unknown): Redis.RedisError =>
-  new Redis.RedisError({ reason: reasonOf(cause), operation, cause })
-
-const isNoScript = (cause: unknown) => messageOf(cause).startsWith("NOSCRIPT")
-
-/** @internal Wraps a client the caller owns. */
-export const make = (client: IORedis | Cluster): Redis.Redis => {
-  const send = (operation: string, run: () => Promise<unknown>) =>
-    Effect.tryPromise({ try: run, catch: (cause) => redisError(operation, cause) })
-  return {
-    [Redis.TypeId]: Redis.TypeId,
-    script: (script, keys, args) => {
-      if (keys.length !== script.keys) {
-        return Effect.dieMessage(`wakuwaku: script ${script.name} declares ${script.keys} keys, got ${keys.length}`)
-      }
-      const operation = `script ${script.name}`
-      return Effect.tryPromise({
-        try: () => client.evalsha(script.sha1, script.keys, ...keys, ...args),
-        catch: (cause) => cause
-      }).pipe(
-        Effect.catchAll((cause) =>
-          isNoScript(cause)
-            ? send(operation, () => client.eval(script.lua, script.keys, ...keys, ...args))
-            : Effect.fail(redisError(operation, cause))
-        )
-      )
-    },
-    command: (name, args) => send(name, () => client.call(name, ...args))
-  }
-}
+/** @internal Wraps a client the caller owns, with the client's own options. */
+export const make = (client: IORedis | Cluster): Redis.Redis => client_.make(client)
 
 const defaults = {
   commandTimeout: "2 seconds",
@@ -73,14 +31,14 @@ const defaults = {
 
 /** @internal The ioredis options an owned client gets: our defaults, then the caller's options. */
 export const clientOptions = (options: Redis.Options): RedisOptions => {
-  const { commandTimeout, connectTimeout, quitTimeout: _, url: __, ...rest } = options
+  const { commandTimeout: _, connectTimeout, quitTimeout: __, url: ___, ...rest } = options
   return {
     maxRetriesPerRequest: 1,
     enableOfflineQueue: true,
     autoResendUnfulfilledCommands: false,
     ...rest,
     lazyConnect: true,
-    commandTimeout: toMillis(commandTimeout ?? defaults.commandTimeout),
+    // The command timeout is kept by the service (see Deadlines), not by ioredis.
     connectTimeout: toMillis(connectTimeout ?? defaults.connectTimeout)
   }
 }
@@ -116,7 +74,17 @@ export const acquireClient = (options: Redis.Options) =>
   )
 
 const owned = (options: Redis.Options) =>
-  Layer.scoped(Redis.Redis, Effect.map(acquireClient(options), make))
+  Layer.scoped(
+    Redis.Redis,
+    Effect.flatMap(acquireClient(options), (client) =>
+      Effect.map(
+        Effect.acquireRelease(
+          Effect.sync(() => new client_.Deadlines(toMillis(options.commandTimeout ?? defaults.commandTimeout))),
+          (deadlines) => Effect.sync(() => deadlines.close())
+        ),
+        (deadlines) => client_.make(client, deadlines)
+      ))
+  )
 
 /** @internal */
 export const layer = (options: Redis.Options = {}): Layer.Layer<Redis.ReadWrite, Redis.RedisError> =>
@@ -134,9 +102,9 @@ export const layerConfig = (
 
 /** @internal */
 export const layerClient = (client: IORedis | Cluster): Layer.Layer<Redis.ReadWrite> =>
-  Layer.merge(Layer.succeed(Redis.Redis, make(client)), Capability.ReadWrite)
+  Layer.merge(Layer.succeed(Redis.Redis, client_.make(client)), Capability.ReadWrite)
 
 /** @internal */
 export const layerClientReadOnly = (client: IORedis | Cluster): Layer.Layer<Redis.ReadOnly> =>
-  Layer.merge(Layer.succeed(Redis.Redis, make(client)), Capability.ReadOnly)
+  Layer.merge(Layer.succeed(Redis.Redis, client_.make(client)), Capability.ReadOnly)
 

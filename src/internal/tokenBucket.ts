@@ -7,7 +7,7 @@ import * as Option from "effect/Option"
 import * as Rate from "../Rate.js"
 import * as Redis from "../Redis.js"
 import type * as TokenBucket from "../TokenBucket.js"
-import * as capability from "./capability.js"
+import * as access from "./access.js"
 import * as key from "./key.js"
 import { NOW_US } from "./lua.js"
 
@@ -17,69 +17,101 @@ const KIND = "TokenBucket"
 export const entity = Object.freeze({ kind: KIND }) as TokenBucket.Entity
 
 /**
- * @internal Refill, shared by both scripts. State is one string "<tokens> <ts>": tokens fractional
- * (printed with %.17g, so a round trip is exact), ts the server time in µs. An absent key is a full
- * bucket. Sets `tokens` to the level at `now`. Refill multiplies before it divides, and retry times are
- * checked with this same expression, so a retry exactly at retryAfter sees enough tokens.
+ * @internal Lua shared by the scripts. A bucket's parameters travel as one ARGV string, its shape:
+ * "<capacity> <tokens per period> <period µs>", parsed once per script call (`shape`). State is one
+ * string "<tokens> <ts>": tokens fractional (printed with %.17g, so a round trip is exact), ts the server
+ * time in µs. An absent key is a full bucket.
+ * - `level(key, b)` is the level at `now`. Refill multiplies before it divides, and retry times are
+ *   checked with that same expression, so a retry exactly at retryAfter sees enough tokens.
+ * - `take(key, b, cost)` is one acquire; it returns {allowed (0|1), retry_ms (0 when allowed, -1 when
+ *   cost > capacity), floor(tokens left)}.
  */
-const REFILL = `${NOW_US}local capacity = tonumber(ARGV[1])
-local k = tonumber(ARGV[2])
-local period = tonumber(ARGV[3])
-local tokens = capacity
-local state = redis.call('GET', KEYS[1])
-if state then
+const FUNCTIONS = `${NOW_US}local shapes = {}
+local function shape(s)
+  local b = shapes[s]
+  if b then return b end
+  local capacity, k, period = string.match(s, '^(%d+) (%d+) (%d+)$')
+  b = {capacity = tonumber(capacity), k = tonumber(k), period = tonumber(period)}
+  shapes[s] = b
+  return b
+end
+local function level(key, b)
+  local state = redis.call('GET', key)
+  if not state then return b.capacity end
   local sp = string.find(state, ' ', 1, true)
   local elapsed = now - tonumber(string.sub(state, sp + 1))
   if elapsed < 0 then elapsed = 0 end
-  tokens = tonumber(string.sub(state, 1, sp - 1)) + elapsed * k / period
-  if tokens > capacity then tokens = capacity end
+  local tokens = tonumber(string.sub(state, 1, sp - 1)) + elapsed * b.k / b.period
+  if tokens > b.capacity then return b.capacity end
+  return tokens
+end
+local function take(key, b, cost)
+  local capacity, k, period = b.capacity, b.k, b.period
+  local tokens = level(key, b)
+  local allowed, retry = 0, 0
+  if cost > capacity then
+    retry = -1
+  elseif tokens >= cost then
+    tokens = tokens - cost
+    allowed = 1
+  else
+    retry = math.ceil((cost - tokens) * period / k / 1000)
+    for _ = 1, 3 do
+      if tokens + (retry * 1000) * k / period >= cost then break end
+      retry = retry + 1
+    end
+  end
+  if tokens >= capacity then
+    redis.call('DEL', key)
+  else
+    local ttl = math.ceil((capacity - tokens) * period / k / 1000)
+    if ttl < 1 then ttl = 1 end
+    redis.call('SET', key, string.format('%.17g', tokens) .. ' ' .. string.format('%d', now), 'PX', ttl)
+  end
+  return {allowed, retry, math.floor(tokens)}
 end
 `
 
 /**
- * @internal Takes `cost` tokens if the bucket holds that many, and stores the level, expiring the key
- * when the bucket is full again (deleting it if it is full now).
- * KEYS[1] the bucket; ARGV[1] capacity (whole tokens), ARGV[2] tokens per period, ARGV[3] period (µs),
- * ARGV[4] cost (whole tokens).
- * Returns {1, 0, floor(remaining)} if allowed, {0, retry_ms, floor(tokens)} if denied, retry_ms -1 when
- * cost > capacity (never).
+ * @internal Many acquires at one server time, each as {@link ACQUIRE}, in order.
+ * KEYS[i] the bucket of call i; ARGV[2i-1] its shape, ARGV[2i] its cost.
+ * Returns one {allowed, retry_ms, remaining} per call.
  */
-export const ACQUIRE = Redis.script({
-  name: "TokenBucket.acquire",
+export const ACQUIRE_MANY = Redis.script({
+  name: "TokenBucket.acquireMany",
   keys: 1,
-  lua: `${REFILL}local cost = tonumber(ARGV[4])
-local allowed, retry = 0, 0
-if cost > capacity then
-  retry = -1
-elseif tokens >= cost then
-  tokens = tokens - cost
-  allowed = 1
-else
-  retry = math.ceil((cost - tokens) * period / k / 1000)
-  for _ = 1, 3 do
-    if tokens + (retry * 1000) * k / period >= cost then break end
-    retry = retry + 1
-  end
+  lua: `${FUNCTIONS}local replies = {}
+for i = 1, #KEYS do
+  replies[i] = take(KEYS[i], shape(ARGV[2 * i - 1]), tonumber(ARGV[2 * i]))
 end
-if tokens >= capacity then
-  redis.call('DEL', KEYS[1])
-else
-  local ttl = math.ceil((capacity - tokens) * period / k / 1000)
-  if ttl < 1 then ttl = 1 end
-  redis.call('SET', KEYS[1], string.format('%.17g', tokens) .. ' ' .. string.format('%d', now), 'PX', ttl)
-end
-return {allowed, retry, math.floor(tokens)}
+return replies
 `
 })
 
 /**
- * @internal Reads the level without writing. KEYS[1] the bucket; ARGV[1] capacity, ARGV[2] tokens per
- * period, ARGV[3] period (µs). Returns floor(tokens).
+ * @internal Takes `cost` tokens if the bucket holds that many, and stores the level, expiring the key
+ * when the bucket is full again (deleting it if it is full now).
+ * KEYS[1] the bucket; ARGV[1] its shape "<capacity> <tokens per period> <period µs>", ARGV[2] the cost
+ * (whole tokens).
+ * Returns {1, 0, floor(remaining)} if allowed, {0, retry_ms, floor(tokens)} if denied, retry_ms -1 when
+ * cost > capacity (never). Calls made together are batched into {@link ACQUIRE_MANY}.
+ */
+export const ACQUIRE = Redis.script({
+  name: "TokenBucket.acquire",
+  keys: 1,
+  many: ACQUIRE_MANY,
+  lua: `${FUNCTIONS}return take(KEYS[1], shape(ARGV[1]), tonumber(ARGV[2]))
+`
+})
+
+/**
+ * @internal Reads the level without writing. KEYS[1] the bucket; ARGV[1] its shape. Returns
+ * floor(tokens).
  */
 export const PEEK = Redis.script({
   name: "TokenBucket.peek",
   keys: 1,
-  lua: `${REFILL}return math.floor(tokens)
+  lua: `${FUNCTIONS}return math.floor(level(KEYS[1], shape(ARGV[1])))
 `
 })
 
@@ -91,21 +123,21 @@ const isInt = (u: unknown): u is number => typeof u === "number" && Number.isSaf
 type Failure = Redis.RedisError | Redis.InvalidInput
 
 class BucketImpl<Name extends Redis.KeyName> implements TokenBucket.TokenBucket<Name> {
-  private readonly args: ReadonlyArray<string>
+  /** The bucket's parameters, as the scripts take them: "<capacity> <tokens per period> <period µs>". */
+  private readonly shape: string
   private readonly label: string
   constructor(readonly namespace: string, readonly capacity: number, readonly rate: Rate.Rate) {
-    this.args = [String(capacity), String(rate.tokens), String(rate.periodMicros)]
+    this.shape = `${capacity} ${rate.tokens} ${rate.periodMicros}`
     this.label = `TokenBucket(${namespace})`
     Object.freeze(this)
   }
 
-  private keyOf(operation: string, name: Name): Effect.Effect<string, Redis.InvalidInput> {
+  /** The key of `name`, or why it has none. */
+  private keyOf(operation: string, name: Name): string | Redis.InvalidInput {
     const encoded = key.encodeName(name)
     return Either.isRight(encoded)
-      ? Effect.succeed(key.itemKey(KIND, this.namespace, encoded.right))
-      : Effect.fail(
-        new Redis.InvalidInput({ operation: `${this.label}.${operation}`, argument: "name", message: encoded.left })
-      )
+      ? key.itemKey(KIND, this.namespace, encoded.right)
+      : new Redis.InvalidInput({ operation: `${this.label}.${operation}`, argument: "name", message: encoded.left })
   }
 
   readonly acquire = (
@@ -121,34 +153,28 @@ class BucketImpl<Name extends Redis.KeyName> implements TokenBucket.TokenBucket<
         })
       )
     }
-    const args = [...this.args, String(cost)]
-    return Effect.flatMap(this.keyOf("acquire", name), (k) =>
-      capability.ensureWrite(entity).pipe(
-        Effect.zipRight(Redis.Redis),
-        Effect.flatMap((redis) => redis.script(ACQUIRE, [k], args)),
-        Effect.flatMap(decodeAdmission)
-      ))
+    const k = this.keyOf("acquire", name)
+    if (typeof k !== "string") return Effect.fail(k)
+    const keys = [k]
+    const args = [this.shape, String(cost)]
+    return access.write(entity, (redis) => Effect.flatMap(redis.script(ACQUIRE, keys, args), decodeAdmission))
   }
 
-  readonly reset = (name: Name): Effect.Effect<boolean, Failure, TokenBucket.Requirements<"write">> =>
-    Effect.flatMap(this.keyOf("reset", name), (k) =>
-      capability.ensureWrite(entity).pipe(
-        Effect.zipRight(Redis.Redis),
-        Effect.flatMap((redis) => redis.command("DEL", [k])),
-        Effect.flatMap((reply) =>
-          reply === 0 || reply === 1 ? Effect.succeed(reply === 1) : Effect.fail(unexpected("DEL", reply))
-        )
-      ))
+  readonly reset = (name: Name): Effect.Effect<boolean, Failure, TokenBucket.Requirements<"write">> => {
+    const k = this.keyOf("reset", name)
+    if (typeof k !== "string") return Effect.fail(k)
+    return access.write(entity, (redis) =>
+      Effect.flatMap(redis.command("DEL", [k]), (reply) =>
+        reply === 0 || reply === 1 ? Effect.succeed(reply === 1) : Effect.fail(unexpected("DEL", reply))))
+  }
 
-  readonly peek = (name: Name): Effect.Effect<number, Failure, TokenBucket.Requirements<"read">> =>
-    Effect.flatMap(this.keyOf("peek", name), (k) =>
-      capability.ensureRead(entity).pipe(
-        Effect.zipRight(Redis.Redis),
-        Effect.flatMap((redis) => redis.script(PEEK, [k], this.args)),
-        Effect.flatMap((reply) =>
-          isInt(reply) ? Effect.succeed(reply) : Effect.fail(unexpected(`script ${PEEK.name}`, reply))
-        )
-      ))
+  readonly peek = (name: Name): Effect.Effect<number, Failure, TokenBucket.Requirements<"read">> => {
+    const k = this.keyOf("peek", name)
+    if (typeof k !== "string") return Effect.fail(k)
+    return access.read(entity, (redis) =>
+      Effect.flatMap(redis.script(PEEK, [k], [this.shape]), (reply) =>
+        isInt(reply) ? Effect.succeed(reply) : Effect.fail(unexpected(`script ${PEEK.name}`, reply))))
+  }
 
   toString() {
     return `${this.label}: capacity ${this.capacity}, ${String(this.rate)}`

@@ -1,0 +1,360 @@
+/**
+ * `npm run bench`: TokenBucket.acquire against the same Lua script sent by raw ioredis EVALSHA.
+ *
+ * One throwaway redis-server (RedisServer.make), two contenders on it, rounds alternated A B A B:
+ *
+ * - wakuwaku: `Effect.forEach(indices, (i) => BUCKET.acquire(name_i, 1), { concurrency: 256, discard: true })`
+ *   provided with a `Redis.layer({ url })` context built once, before anything is timed.
+ * - raw: a plain ioredis client (no auto-pipelining, default options) sending `EVALSHA` of the same
+ *   script (ACQUIRE.sha1) with the same KEYS and ARGV, 256 promises kept in flight by 256 async loops.
+ *
+ * Throughput rounds: 40 000 acquires of cost 1 over 10 000 names, 256 in flight, capacity 1 000 000
+ * refilled at 1000/s, so every acquire is allowed. Latency rounds: 3000 acquires one after another.
+ * Every round starts from an empty database (FLUSHALL, untimed). Each contender gets one untimed
+ * warm-up round of each kind, then 5 timed rounds of each; figures are medians over rounds with min–max.
+ *
+ * CPU per acquire (throughput rounds only): Node is `process.cpuUsage()` (user + system) of this
+ * process; Redis is utime + stime of the redis-server process from /proc/<pid>/stat, in clock ticks.
+ * Also printed: socket reads Redis made per acquire (INFO stats `total_reads_processed`), which shows
+ * how many commands reach Redis together, and the CPU other processes used meanwhile (/proc/stat
+ * minus this process and the server), which tells whether the machine was quiet.
+ */
+import { execFileSync } from "node:child_process"
+import { readFileSync } from "node:fs"
+import { availableParallelism } from "node:os"
+import { performance } from "node:perf_hooks"
+import { Effect, Layer } from "effect"
+import type { Context } from "effect"
+import { Redis as IORedis } from "ioredis"
+import { Rate, Redis, TokenBucket } from "wakuwaku"
+import * as RedisServer from "wakuwaku/RedisServer"
+import { ACQUIRE } from "../../src/internal/tokenBucket.js"
+
+const NAMES = 10_000
+const IN_FLIGHT = 256
+const THROUGHPUT_OPS = 40_000
+const LATENCY_OPS = 3_000
+const ROUNDS = 5
+const CAPACITY = 1_000_000
+const RATE = Rate.perSecond(1000)
+
+const WAKU_NAMESPACE = "bench-wakuwaku"
+const RAW_NAMESPACE = "bench-raw"
+
+const BUCKET = TokenBucket.make<string>(WAKU_NAMESPACE, CAPACITY, RATE)
+
+const names: ReadonlyArray<string> = Array.from({ length: NAMES }, (_, i) => `user-${i}`)
+const nameOf = (i: number): string => names[i % NAMES] ?? "unreachable"
+
+/** The raw side builds the same key the library builds, and sends the same ARGV. */
+const RAW_KEY_PREFIX = `@@wakuwaku:TokenBucket:${RAW_NAMESPACE}:`
+const ARGV_SHAPE = `${CAPACITY} ${RATE.tokens} ${RATE.periodMicros}`
+const ARGV_COST = "1"
+
+const throughputIndices: ReadonlyArray<number> = Array.from({ length: THROUGHPUT_OPS }, (_, i) => i)
+
+type Env = Context.Context<Redis.ReadWrite>
+
+// ---------------------------------------------------------------------------------------------------
+// The contenders
+
+/** 256 fibers, each acquiring in a loop: the same shape as the raw side's 256 async loops. */
+const wakuThroughput = (env: Env): Promise<void> => {
+  let next = 0
+  const loop = Effect.whileLoop({
+    while: () => next < THROUGHPUT_OPS,
+    body: () => BUCKET.acquire(nameOf(next++), 1),
+    step: () => {}
+  })
+  return Effect.runPromise(
+    Effect.all(Array.from({ length: IN_FLIGHT }, () => loop), { concurrency: "unbounded", discard: true })
+      .pipe(Effect.provide(env))
+  )
+}
+
+/** The idiom most code would write: one fiber per acquire, 256 at a time. */
+const wakuForEach = (env: Env): Promise<void> =>
+  Effect.runPromise(
+    Effect.forEach(throughputIndices, (i) => BUCKET.acquire(nameOf(i), 1), { concurrency: IN_FLIGHT, discard: true })
+      .pipe(Effect.provide(env))
+  )
+
+const rawThroughput = async (client: IORedis): Promise<void> => {
+  let next = 0
+  const loop = async (): Promise<void> => {
+    while (next < THROUGHPUT_OPS) {
+      const i = next++
+      await client.evalsha(ACQUIRE.sha1, 1, RAW_KEY_PREFIX + nameOf(i), ARGV_SHAPE, ARGV_COST)
+    }
+  }
+  await Promise.all(Array.from({ length: IN_FLIGHT }, loop))
+}
+
+const wakuLatency = (env: Env, out: Float64Array): Promise<void> =>
+  Effect.runPromise(
+    Effect.gen(function*() {
+      for (let i = 0; i < out.length; i++) {
+        const start = performance.now()
+        yield* BUCKET.acquire(nameOf(i), 1)
+        out[i] = performance.now() - start
+      }
+    }).pipe(Effect.provide(env))
+  )
+
+const rawLatency = async (client: IORedis, out: Float64Array): Promise<void> => {
+  for (let i = 0; i < out.length; i++) {
+    const start = performance.now()
+    await client.evalsha(ACQUIRE.sha1, 1, RAW_KEY_PREFIX + nameOf(i), ARGV_SHAPE, ARGV_COST)
+    out[i] = performance.now() - start
+  }
+}
+
+/** Untimed: how many of `n` acquires each side gets allowed, to show the workload is all-allowed. */
+const countAllowed = async (env: Env, client: IORedis, n: number) => {
+  const waku = await Effect.runPromise(
+    Effect.forEach(
+      throughputIndices.slice(0, n),
+      (i) => Effect.map(BUCKET.acquire(nameOf(i), 1), (admission) => admission._tag === "Allowed" ? 1 : 0),
+      { concurrency: IN_FLIGHT }
+    ).pipe(Effect.map((xs) => xs.reduce((a: number, b) => a + b, 0)), Effect.provide(env))
+  )
+  let raw = 0
+  for (let i = 0; i < n; i += IN_FLIGHT) {
+    const batch = throughputIndices.slice(i, Math.min(n, i + IN_FLIGHT)).map((j) =>
+      client.evalsha(ACQUIRE.sha1, 1, RAW_KEY_PREFIX + nameOf(j), ARGV_SHAPE, ARGV_COST)
+    )
+    for (const reply of await Promise.all(batch)) {
+      if (Array.isArray(reply) && reply[0] === 1) raw++
+    }
+  }
+  return { waku, raw }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Measurement
+
+const clockTicks = (): number => {
+  try {
+    const n = Number(execFileSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).trim())
+    return Number.isFinite(n) && n > 0 ? n : 100
+  } catch {
+    return 100
+  }
+}
+
+/** utime + stime of a process, in clock ticks (fields 14 and 15 of /proc/<pid>/stat). */
+const processTicks = (pid: number): number => {
+  const stat = readFileSync(`/proc/${pid}/stat`, "utf8")
+  // Field 2 (comm) is in parentheses and may contain spaces: count from after the last ')'.
+  const rest = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+  // rest[0] is field 3, so field 14 is rest[11] and field 15 is rest[12].
+  return Number(rest[11]) + Number(rest[12])
+}
+
+/** Busy clock ticks of the whole machine: user, nice, system, irq, softirq, steal (first line of /proc/stat). */
+const machineTicks = (): number => {
+  const fields = (readFileSync("/proc/stat", "utf8").split("\n")[0] ?? "").trim().split(/\s+/).map(Number)
+  return [1, 2, 3, 6, 7, 8].reduce((sum, i) => sum + (fields[i] ?? 0), 0)
+}
+
+interface ThroughputSample {
+  readonly opsPerSecond: number
+  readonly nodeCpuUs: number
+  readonly redisCpuUs: number
+  /** Socket reads Redis made per acquire: how many commands arrive together. */
+  readonly redisReads: number
+}
+
+interface LatencySample {
+  readonly p50Us: number
+  readonly p99Us: number
+}
+
+const percentile = (sortedMs: Float64Array, q: number): number =>
+  (sortedMs[Math.min(sortedMs.length - 1, Math.max(0, Math.ceil(q * sortedMs.length) - 1))] ?? Number.NaN) * 1000
+
+const median = (xs: ReadonlyArray<number>): number => {
+  const s = [...xs].sort((a, b) => a - b)
+  const mid = Math.floor(s.length / 2)
+  return s.length % 2 === 1 ? s[mid] ?? Number.NaN : ((s[mid - 1] ?? Number.NaN) + (s[mid] ?? Number.NaN)) / 2
+}
+
+interface Contender {
+  readonly label: string
+  readonly throughput: () => Promise<void>
+  readonly latency: (out: Float64Array) => Promise<void>
+  readonly throughputs: Array<ThroughputSample>
+  readonly latencies: Array<LatencySample>
+}
+
+const measure = async (server: RedisServer.RedisServer, env: Env, client: IORedis): Promise<void> => {
+  const ticksPerSecond = clockTicks()
+  const flush = () => client.flushall()
+
+  const readsProcessed = async (): Promise<number> =>
+    Number(String(await client.info("stats")).match(/total_reads_processed:(\d+)/)?.[1] ?? Number.NaN)
+
+  const timeThroughput = async (contender: Contender): Promise<ThroughputSample> => {
+    await flush()
+    const readsBefore = await readsProcessed()
+    const redisBefore = processTicks(server.pid)
+    const cpuBefore = process.cpuUsage()
+    const start = performance.now()
+    await contender.throughput()
+    const elapsedMs = performance.now() - start
+    const cpu = process.cpuUsage(cpuBefore)
+    const redisTicks = processTicks(server.pid) - redisBefore
+    const reads = await readsProcessed() - readsBefore
+    return {
+      redisReads: reads / THROUGHPUT_OPS,
+      opsPerSecond: THROUGHPUT_OPS / (elapsedMs / 1000),
+      nodeCpuUs: (cpu.user + cpu.system) / THROUGHPUT_OPS,
+      redisCpuUs: (redisTicks / ticksPerSecond) * 1e6 / THROUGHPUT_OPS
+    }
+  }
+
+  const timeLatency = async (contender: Contender): Promise<LatencySample> => {
+    await flush()
+    const out = new Float64Array(LATENCY_OPS)
+    await contender.latency(out)
+    out.sort()
+    return { p50Us: percentile(out, 0.5), p99Us: percentile(out, 0.99) }
+  }
+
+  const waku: Contender = {
+    label: "wakuwaku `TokenBucket.acquire`",
+    throughput: () => wakuThroughput(env),
+    latency: (out) => wakuLatency(env, out),
+    throughputs: [],
+    latencies: []
+  }
+  const wakuEach: Contender = {
+    label: "wakuwaku, `Effect.forEach` (a fiber per acquire)",
+    throughput: () => wakuForEach(env),
+    latency: (out) => wakuLatency(env, out),
+    throughputs: [],
+    latencies: []
+  }
+  const raw: Contender = {
+    label: "raw ioredis `evalsha`",
+    throughput: () => rawThroughput(client),
+    latency: (out) => rawLatency(client, out),
+    throughputs: [],
+    latencies: []
+  }
+  const contenders = [waku, wakuEach, raw] as const
+
+  const version = String(await client.info("server")).match(/redis_version:(\S+)/)?.[1] ?? "?"
+  console.log(
+    `node ${process.version}, ${availableParallelism()} cores, redis-server ${version} (pid ${server.pid}, ${server.url}), ` +
+      `CLK_TCK ${ticksPerSecond}`
+  )
+  // To tell whether anything else ran on the machine meanwhile, which would disturb the figures.
+  const machineBefore = machineTicks()
+  const nodeBefore = process.cpuUsage()
+  const redisTicksBefore = processTicks(server.pid)
+  console.log(
+    `throughput: ${THROUGHPUT_OPS} acquires/round, ${IN_FLIGHT} in flight, ${NAMES} names, cost 1, ` +
+      `capacity ${CAPACITY}, ${RATE}; latency: ${LATENCY_OPS} sequential acquires/round; ` +
+      `${ROUNDS} timed rounds each after 1 warm-up, alternating\n`
+  )
+
+  // Warm-up, untimed: one round of each kind per contender.
+  for (const contender of contenders) {
+    await timeThroughput(contender)
+    await timeLatency(contender)
+  }
+  await flush()
+  const allowed = await countAllowed(env, client, 10_000)
+  console.log(`allowed (check, untimed): wakuwaku ${allowed.waku}/10000, raw ${allowed.raw}/10000\n`)
+
+  for (let round = 1; round <= ROUNDS; round++) {
+    for (const contender of contenders) {
+      const t = await timeThroughput(contender)
+      contender.throughputs.push(t)
+      console.log(
+        `round ${round} throughput ${contender.label}: ${Math.round(t.opsPerSecond)} acquires/s, ` +
+          `Node ${t.nodeCpuUs.toFixed(1)} µs, Redis ${t.redisCpuUs.toFixed(1)} µs CPU/acquire, ` +
+          `Redis socket reads/acquire ${t.redisReads.toFixed(3)}`
+      )
+    }
+    for (const contender of contenders) {
+      const l = await timeLatency(contender)
+      contender.latencies.push(l)
+      console.log(`round ${round} latency    ${contender.label}: p50 ${l.p50Us.toFixed(1)} µs, p99 ${l.p99Us.toFixed(1)} µs`)
+    }
+  }
+  await flush()
+  const nodeCpu = process.cpuUsage(nodeBefore)
+  const otherSeconds = (machineTicks() - machineBefore - (processTicks(server.pid) - redisTicksBefore)) / ticksPerSecond -
+    (nodeCpu.user + nodeCpu.system) / 1e6
+  console.log(
+    `\nCPU used by other processes during the measurement: ${Math.max(0, otherSeconds).toFixed(1)} s ` +
+      `(anything above ~0.5 s means the figures are disturbed)`
+  )
+
+  const stat = (xs: ReadonlyArray<number>, digits: number, thousands = false) => {
+    const fmt = (x: number) => thousands ? Math.round(x).toLocaleString("en-US") : x.toFixed(digits)
+    return `${fmt(median(xs))} (${fmt(Math.min(...xs))}–${fmt(Math.max(...xs))})`
+  }
+  const summary = (c: Contender) => ({
+    throughput: median(c.throughputs.map((t) => t.opsPerSecond)),
+    p50: median(c.latencies.map((l) => l.p50Us))
+  })
+
+  console.log("\nmedian over rounds (min–max):\n")
+  console.log("| contender | acquires/s | p50 µs | p99 µs | Node CPU µs/acquire | Redis CPU µs/acquire |")
+  console.log("|---|---:|---:|---:|---:|---:|")
+  for (const c of contenders) {
+    console.log(
+      `| ${c.label} | ${stat(c.throughputs.map((t) => t.opsPerSecond), 0, true)} | ` +
+        `${stat(c.latencies.map((l) => l.p50Us), 1)} | ${stat(c.latencies.map((l) => l.p99Us), 1)} | ` +
+        `${stat(c.throughputs.map((t) => t.nodeCpuUs), 1)} | ${stat(c.throughputs.map((t) => t.redisCpuUs), 1)} |`
+    )
+  }
+
+  console.log(
+    `\nRedis socket reads per acquire (median; lower means more commands arrive together): ` +
+      contenders.map((c) => `${c.label} ${median(c.throughputs.map((t) => t.redisReads)).toFixed(3)}`).join(", ")
+  )
+
+  const w = summary(waku)
+  const r = summary(raw)
+  const ratio = w.throughput / r.throughput
+  const diff = w.p50 - r.p50
+  console.log("\ntargets:")
+  console.log(`- throughput wakuwaku/raw = ${ratio.toFixed(3)}× (target ≥ 1.0×): ${ratio >= 1 ? "MET" : "MISSED"}`)
+  console.log(
+    `- p50 wakuwaku − raw = ${diff >= 0 ? "+" : ""}${diff.toFixed(1)} µs (target ≤ +15 µs): ${diff <= 15 ? "MET" : "MISSED"}`
+  )
+}
+
+// ---------------------------------------------------------------------------------------------------
+// One server, one wakuwaku context, one raw client: all set up before anything is timed, all closed
+// with the scope.
+
+const rawClient = (url: string) =>
+  Effect.acquireRelease(
+    Effect.promise(async () => {
+      const client = new IORedis(url, { lazyConnect: true, enableAutoPipelining: false })
+      await client.connect()
+      return client
+    }),
+    (client) => Effect.promise(() => client.quit().catch(() => "OK"))
+  )
+
+const program = Effect.scoped(
+  Effect.gen(function*() {
+    const server = yield* RedisServer.make()
+    const env = yield* Layer.build(Redis.layer({ url: server.url }))
+    const client = yield* rawClient(server.url)
+    const sha1 = yield* Effect.promise(() => client.script("LOAD", ACQUIRE.lua))
+    if (sha1 !== ACQUIRE.sha1) yield* Effect.dieMessage(`SCRIPT LOAD returned ${String(sha1)}, expected ${ACQUIRE.sha1}`)
+    yield* Effect.promise(() => measure(server, env, client))
+  })
+)
+
+Effect.runPromise(program).catch((error: unknown) => {
+  console.error(error)
+  process.exitCode = 1
+})
