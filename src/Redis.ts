@@ -18,11 +18,16 @@
  *
  * **Scripts** are values ({@link Script}): a name, the Lua source and the number of keys it declares.
  * They run by EVALSHA, and by EVAL once when the server answers NOSCRIPT (after a restart or a
- * `SCRIPT FLUSH`). Every key a script touches arrives through KEYS.
+ * `SCRIPT FLUSH`). Every key a script touches arrives through KEYS. Calls of a script that has a
+ * `many` variant, made while other calls are in flight on the connection, are sent together as one
+ * call of that variant (at most 64), each still getting its own reply; a lone call on an idle
+ * connection goes at once.
  *
  * **Client defaults, chosen for a limiter** (each can be overridden in {@link Options}):
  * - `commandTimeout` 2 s: a command that gets no reply fails with `RedisError` (reason `Timeout`)
- *   instead of hanging. The command may still have run on the server.
+ *   instead of hanging, within about a tenth more of the timeout. The command may still have run on the
+ *   server. The service keeps this deadline itself (one interval per connection), not ioredis, whose
+ *   per-command timer cost more than the rest of a call.
  * - `connectTimeout` 2 s; an owned client connects while the layer is built, so an unreachable server
  *   fails the layer with `RedisError` (reason `Connection`).
  * - `autoResendUnfulfilledCommands: false`: ioredis by default re-sends, after a reconnect, a command

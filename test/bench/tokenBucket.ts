@@ -1,12 +1,16 @@
 /**
  * `npm run bench`: TokenBucket.acquire against the same Lua script sent by raw ioredis EVALSHA.
  *
- * One throwaway redis-server (RedisServer.make), two contenders on it, rounds alternated A B A B:
+ * One throwaway redis-server (RedisServer.make), three contenders on it, rounds alternated A B C A B C:
  *
- * - wakuwaku: `Effect.forEach(indices, (i) => BUCKET.acquire(name_i, 1), { concurrency: 256, discard: true })`
- *   provided with a `Redis.layer({ url })` context built once, before anything is timed.
- * - raw: a plain ioredis client (no auto-pipelining, default options) sending `EVALSHA` of the same
- *   script (ACQUIRE.sha1) with the same KEYS and ARGV, 256 promises kept in flight by 256 async loops.
+ * - wakuwaku: 256 fibers, each calling `BUCKET.acquire(name_i, 1)` in a loop, provided with a
+ *   `Redis.layer({ url })` context built once, before anything is timed. The library batches acquires
+ *   that are in flight together into one call of its many-bucket script.
+ * - wakuwaku, `Effect.forEach(indices, (i) => BUCKET.acquire(name_i, 1), { concurrency: 256 })`: the same,
+ *   with a fiber per acquire, as most code would write it.
+ * - raw: a plain ioredis client (no auto-pipelining, default options) sending `EVALSHA` of the library's
+ *   single-acquire script (ACQUIRE.sha1) with the same KEYS and ARGV, one call per acquire, 256
+ *   promises kept in flight by 256 async loops.
  *
  * Throughput rounds: 40 000 acquires of cost 1 over 10 000 names, 256 in flight, capacity 1 000 000
  * refilled at 1000/s, so every acquire is allowed. Latency rounds: 3000 acquires one after another.
