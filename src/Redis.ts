@@ -148,7 +148,7 @@ export const Redis: Context.Tag<Redis, Redis> = Context.GenericTag<Redis>("wakuw
  * - `OutOfMemory`: the server is over `maxmemory` with a no-eviction policy (`OOM …`).
  * - `Script`: the server rejected or failed a script (`ERR …` from Lua).
  * - `Reply`: the server answered with something this library did not expect.
- * - `Server`: any other error reply.
+ * - `Server`: every other error reply.
  *
  * @since 0.1.0
  * @category errors
