@@ -18,6 +18,7 @@
  * @since 0.1.0
  */
 import * as Duration from "effect/Duration"
+import { positive, type Positive } from "./internal/duration.js"
 
 /**
  * @since 0.1.0
@@ -58,19 +59,13 @@ export type ValidTokens<N extends number> = number extends N ? N
   : `${N}` extends "0" | `-${string}` | `${string}.${string}` ? ZeroTokens
   : N
 
-type NonPositive<S extends string> = S extends "0" | `-${string}` ? true : false
-
 /**
  * `P` itself when it may be a valid period; otherwise the message.
  *
  * @since 0.1.0
  * @category type-level
  */
-export type ValidPeriod<P extends Duration.DurationInput> = P extends Duration.Duration ? P
-  : P extends number ? number extends P ? P : NonPositive<`${P}`> extends true ? ZeroPeriod : P
-  : P extends bigint ? bigint extends P ? P : NonPositive<`${P}`> extends true ? ZeroPeriod : P
-  : P extends `${infer V extends number} ${string}` ? number extends V ? P : NonPositive<`${V}`> extends true ? ZeroPeriod : P
-  : P
+export type ValidPeriod<P extends Duration.DurationInput> = Positive<P, ZeroPeriod>
 
 const MAX_MICROS = BigInt(Number.MAX_SAFE_INTEGER)
 
@@ -78,15 +73,8 @@ const unsafeMake = (tokens: number, input: Duration.DurationInput): Rate => {
   if (typeof tokens !== "number" || !Number.isSafeInteger(tokens) || tokens < 1) {
     throw new RangeError(`wakuwaku: a rate must refill at least one token (a positive safe integer), got ${tokens}`)
   }
-  const period = Duration.decode(input)
-  if (!Duration.isFinite(period)) {
-    throw new RangeError(`wakuwaku: a rate's period must be finite, got ${Duration.format(period)}`)
-  }
-  const nanos = Duration.unsafeToNanos(period)
-  if (nanos <= 0n) {
-    throw new RangeError(`wakuwaku: a rate's period must be longer than zero, got ${Duration.format(period)}`)
-  }
-  const micros = (nanos + 999n) / 1000n
+  const period = positive(input, "a rate's period")
+  const micros = (Duration.unsafeToNanos(period) + 999n) / 1000n
   if (micros > MAX_MICROS) {
     throw new RangeError(`wakuwaku: a rate's period must be at most 2^53 - 1 microseconds, got ${Duration.format(period)}`)
   }

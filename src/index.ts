@@ -8,6 +8,9 @@
 export * as Capability from "./Capability.js"
 
 /** @since 0.1.0 */
+export * as Lock from "./Lock.js"
+
+/** @since 0.1.0 */
 export * as Rate from "./Rate.js"
 
 /** @since 0.1.0 */
@@ -15,3 +18,6 @@ export * as Redis from "./Redis.js"
 
 /** @since 0.1.0 */
 export * as TokenBucket from "./TokenBucket.js"
+
+/** @since 0.1.0 */
+export * as RwLock from "./RwLock.js"

@@ -2,12 +2,11 @@
  * No double spend across OS processes: several processes hammer one name at once, and the number
  * admitted is exactly the capacity plus the refill over the measured interval, never more.
  */
-import { type ChildProcessWithoutNullStreams, spawn } from "node:child_process"
-import { createInterface } from "node:readline"
 import { fileURLToPath } from "node:url"
 import { Redis as IORedis } from "ioredis"
 import { afterAll, describe, expect, it } from "vitest"
 import { ACQUIRE } from "../src/internal/tokenBucket.js"
+import { runProcesses } from "./support/processes.js"
 import { freshNamespace, redisUrl } from "./support/redis.js"
 
 const PROCESSES = 4
@@ -21,44 +20,10 @@ interface Counts {
   readonly errors: number
 }
 
-/** Server time in µs. */
-const serverTime = async () => {
-  const [s, us] = await raw.time()
-  return Number(s) * 1_000_000 + Number(us)
-}
-
-const lines = (child: ChildProcessWithoutNullStreams) => {
-  const queue: Array<string> = []
-  const waiting: Array<(line: string) => void> = []
-  createInterface({ input: child.stdout }).on("line", (line) => {
-    const next = waiting.shift()
-    if (next) next(line)
-    else queue.push(line)
-  })
-  return () => new Promise<string>((resolve) => queue.length > 0 ? resolve(queue.shift()!) : waiting.push(resolve))
-}
-
-/** Starts the processes, waits until all are connected, releases them at once, and collects their counts. */
-const run = async (args: ReadonlyArray<string | number>, beforeGo: () => Promise<void> = async () => {}) => {
-  const children = Array.from({ length: PROCESSES }, () => {
-    const child = spawn(process.execPath, ["--import", "tsx", hammer, redisUrl, ...args.map(String)], {
-      stdio: ["pipe", "pipe", "pipe"]
-    })
-    let stderr = ""
-    child.stderr.on("data", (chunk) => (stderr += chunk))
-    const exited = new Promise<void>((resolve, reject) =>
-      child.on("exit", (code) => code === 0 ? resolve() : reject(new Error(`hammer exited ${code}: ${stderr}`)))
-    )
-    return { child, next: lines(child), exited }
-  })
-  for (const { next } of children) expect(await next()).toBe("ready")
-  const started = await serverTime()
-  await beforeGo()
-  for (const { child } of children) child.stdin.write("go\n")
-  const counts: Array<Counts> = await Promise.all(children.map(async ({ next }) => JSON.parse(await next())))
-  const ended = await serverTime()
-  await Promise.all(children.map(({ exited }) => exited))
-  return { counts, started, ended }
+/** Starts the hammers, releases them at once, and collects their counts. */
+const run = async (args: ReadonlyArray<string | number>, beforeGo?: () => Promise<void>) => {
+  const { ended, results, started } = await runProcesses(raw, hammer, PROCESSES, [redisUrl, ...args], beforeGo)
+  return { counts: results.map((line): Counts => JSON.parse(line)), started, ended }
 }
 
 const sum = (counts: ReadonlyArray<Counts>, field: keyof Counts) => counts.reduce((n, c) => n + c[field], 0)

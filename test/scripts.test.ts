@@ -16,6 +16,16 @@ for (const file of readdirSync(dir).filter((f) => f.endsWith(".ts"))) {
 describe("scripts", () => {
   it("are found", () => {
     expect(scripts.map((s) => s.name).sort()).toEqual([
+      "Lock.acquire",
+      "Lock.extend",
+      "Lock.release",
+      "RwLock.read",
+      "RwLock.readExtend",
+      "RwLock.readRelease",
+      "RwLock.withdraw",
+      "RwLock.write",
+      "RwLock.writeExtend",
+      "RwLock.writeRelease",
       "TokenBucket.acquire",
       "TokenBucket.acquireMany",
       "TokenBucket.peek"
@@ -39,7 +49,12 @@ describe("scripts", () => {
     expect(script.lua).not.toMatch(/@@wakuwaku/)
   })
 
-  it.each(scripts.map((s) => [s.name, s] as const))("%s reads time from the server", (_, script) => {
-    expect(script.lua).toContain("redis.call('TIME')")
+  it("time comes from the server: every script that needs it reads TIME, none takes it as an argument", () => {
+    // Only token comparisons and relative leases (PX / PEXPIRE, which Redis times itself) need no clock.
+    expect(scripts.filter((s) => !s.lua.includes("redis.call('TIME')")).map((s) => s.name).sort()).toEqual([
+      "Lock.extend",
+      "Lock.release",
+      "RwLock.withdraw"
+    ])
   })
 })

@@ -5,9 +5,9 @@
  *
  * argv: url namespace name capacity tokens periodMillis attempts millis concurrency
  */
-import { createInterface } from "node:readline"
 import { Effect, Ref } from "effect"
 import { Rate, Redis, TokenBucket } from "wakuwaku"
+import { readyThenGo } from "./processes.js"
 
 const [url, namespace, name, capacity, tokens, periodMillis, attempts, millis, concurrency] = process.argv.slice(2)
 const bucket = TokenBucket.make<string>(
@@ -16,16 +16,10 @@ const bucket = TokenBucket.make<string>(
   Rate.make(Number(tokens), `${Number(periodMillis)} millis`)
 )
 
-const go = new Promise<void>((resolve) => {
-  const lines = createInterface({ input: process.stdin })
-  lines.on("line", (line) => line.trim() === "go" && resolve())
-})
-
 const program = Effect.gen(function*() {
   const counts = { allowed: 0, denied: 0, errors: 0 }
   const made = yield* Ref.make(0)
-  yield* Effect.sync(() => process.stdout.write("ready\n"))
-  yield* Effect.promise(() => go)
+  yield* Effect.promise(readyThenGo)
   const deadline = performance.now() + Number(millis)
   const worker = Effect.gen(function*() {
     while ((yield* Ref.getAndUpdate(made, (n) => n + 1)) < Number(attempts) && performance.now() < deadline) {

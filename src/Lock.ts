@@ -1,0 +1,231 @@
+/**
+ * Lock: a leased exclusive lock across replicas. At most one holder per name; a lease keeps a crashed
+ * holder from blocking everyone.
+ *
+ * **What lives in Redis.** Per name, two keys in one cluster hash slot:
+ * - `@@wakuwaku:Lock:{<namespace>:<name>}:owner`, the holder's random token, written with `SET NX PX`
+ *   and expiring when the lease runs out;
+ * - `@@wakuwaku:Lock:{<namespace>:<name>}:fence`, the last fence granted, expiring with the lease.
+ *
+ * **Guarantees.**
+ * - At most one token holds a name at a time, as Redis sees it: the lease is Redis's own key expiry,
+ *   on the server's clock.
+ * - Release and extend compare the token inside a script, so a stale holder can never delete or
+ *   extend someone else's lock: they answer `false`.
+ * - Every grant carries a `fence` that strictly increases per name, even across idle expiry: it is the
+ *   server time in microseconds, or the last fence plus one if that is larger. This assumes the server
+ *   clock does not step backwards by more than a lease.
+ * - {@link withLock} releases on every exit, renews the lease every third of it, and interrupts its
+ *   body with {@link LockLost} as soon as the lease is lost.
+ *
+ * **Caveats.** A lease cannot by itself guarantee mutual exclusion: a holder paused longer than its
+ * lease (a GC pause, a stopped VM) resumes believing it holds a lock that someone else now holds. Pass
+ * the fence to the resource you protect and have it refuse older fences (docs/locks.md).
+ *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { Lock, Redis } from "wakuwaku"
+ *
+ * export const JOBS = Lock.make<string>("job", "30 seconds")
+ *
+ * export const runOnce = (job: string) =>
+ *   Lock.withLock(JOBS, job)(Effect.log(`running ${job}`)).pipe(
+ *     Effect.provide(Redis.layer({ url: "redis://127.0.0.1:6379" }))
+ *   )
+ * ```
+ *
+ * @since 0.1.0
+ */
+import * as Data from "effect/Data"
+import type * as Duration from "effect/Duration"
+import type * as Effect from "effect/Effect"
+import type * as Inspectable from "effect/Inspectable"
+import type * as Option from "effect/Option"
+import type * as Schedule from "effect/Schedule"
+import type * as Scope from "effect/Scope"
+import * as Capability from "./Capability.js"
+import * as internal from "./internal/lock.js"
+import type * as Redis from "./Redis.js"
+
+/**
+ * @since 0.1.0
+ * @category capabilities
+ */
+export type Entity = Capability.Entity<"Lock">
+
+/**
+ * @since 0.1.0
+ * @category capabilities
+ */
+export const entity: Entity = Capability.entity("Lock")
+
+/**
+ * What every lock operation needs. All of them write.
+ *
+ * @since 0.1.0
+ * @category capabilities
+ */
+// Spelled out rather than through the `Entity` alias, so that compile errors name the entity.
+export type Requirements = Redis.Redis | Capability.Write<Capability.Entity<"Lock">>
+
+/**
+ * The proof of holding a lock. Its secret never appears in `toString`, `inspect` or JSON.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface LockToken extends Inspectable.Inspectable {
+  /** The lock's namespace. */
+  readonly namespace: string
+  /** The name, as encoded into the key. */
+  readonly name: string
+  /** Strictly increases with every grant of this name: pass it to what the lock protects. */
+  readonly fence: bigint
+  /** Releases the lock: `false` when the lease had already run out and the lock was not this token's. */
+  readonly release: Effect.Effect<boolean, Redis.RedisError, Requirements>
+  /** Restarts the lease: `false` when it had already run out. */
+  readonly extend: Effect.Effect<boolean, Redis.RedisError, Requirements>
+}
+
+/**
+ * A leased lock: a plain immutable value, declared once as a module-level constant.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Lock<in Name extends Redis.KeyName> {
+  readonly namespace: string
+  /** The lease. */
+  readonly ttl: Duration.Duration
+  /** Takes the lock if nobody holds it. Never waits. */
+  readonly tryLock: (
+    name: Name
+  ) => Effect.Effect<Option.Option<LockToken>, Redis.RedisError | Redis.InvalidInput, Requirements>
+}
+
+/**
+ * Declares a lock with a lease of `ttl` (a TTL under a millisecond counts as one). A `ttl` that is
+ * not finite and longer than zero throws a `RangeError` here, and so does a namespace that is not a
+ * short word: declare locks as module-level constants, so a bad one fails at start-up.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = <Name extends Redis.KeyName = string>(namespace: string, ttl: Duration.DurationInput): Lock<Name> =>
+  internal.make<Name>(namespace, ttl)
+
+/**
+ * How a scoped lock is acquired: once ({@link tryOnce}), or by waiting ({@link wait}).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Acquire =
+  | { readonly _tag: "Try" }
+  | {
+    readonly _tag: "Wait"
+    /** Between attempts; default: jittered exponential backoff from 10 ms, at most 200 ms a pause. */
+    readonly schedule?: Schedule.Schedule<unknown> | undefined
+    /** Give up after this long; default: the lease. */
+    readonly deadline?: Duration.DurationInput | undefined
+  }
+
+/**
+ * Try once; fail with {@link LockUnavailable} if the lock is held.
+ *
+ * @since 0.1.0
+ * @category acquisition
+ */
+export const tryOnce: Acquire = { _tag: "Try" }
+
+/**
+ * Retry following `schedule` until `deadline`, then fail with {@link LockUnavailable}.
+ *
+ * @since 0.1.0
+ * @category acquisition
+ */
+export const wait = (options: {
+  readonly schedule?: Schedule.Schedule<unknown> | undefined
+  readonly deadline?: Duration.DurationInput | undefined
+} = {}): Acquire => ({ _tag: "Wait", ...options })
+
+/**
+ * Options of the scoped forms.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options {
+  /** How to acquire; default {@link wait}(). */
+  readonly acquire?: Acquire | undefined
+  /** How often the lease is renewed while held; default a third of the lease. */
+  readonly renewEvery?: Duration.DurationInput | undefined
+}
+
+/**
+ * The lock was held by someone else for as long as the acquisition policy allowed.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class LockUnavailable extends Data.TaggedError("LockUnavailable")<{
+  /** Such as `Lock(job)` or `RwLock(doc).write`. */
+  readonly lock: string
+  /** The name, as encoded into the key. */
+  readonly name: string
+}> {
+  override get message(): string {
+    return `${this.lock} ${JSON.stringify(this.name)} is held by someone else`
+  }
+}
+
+/**
+ * The lease was lost while held: a renewal found it had run out (`Expired`: the key was deleted, or
+ * renewals came too late), or no renewal could be confirmed for a whole lease (`Unconfirmed`: Redis did
+ * not answer). The protected effect has been interrupted.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class LockLost extends Data.TaggedError("LockLost")<{
+  readonly lock: string
+  readonly name: string
+  readonly fence: bigint | undefined
+  readonly reason: "Expired" | "Unconfirmed"
+}> {
+  override get message(): string {
+    return `${this.lock} ${JSON.stringify(this.name)} was lost while held (${this.reason})`
+  }
+}
+
+/**
+ * Holds the lock while `effect` runs: acquires it as `options.acquire` says, renews the lease in the
+ * background, and releases it on every exit (success, failure, interruption). If the lease is lost,
+ * `effect` is interrupted and the whole fails with {@link LockLost}.
+ *
+ * @since 0.1.0
+ * @category scoped
+ */
+export const withLock = <Name extends Redis.KeyName>(lock: Lock<Name>, name: Name, options?: Options) =>
+<A, E, R>(
+  effect: Effect.Effect<A, E, R>
+): Effect.Effect<A, E | LockLost | LockUnavailable | Redis.RedisError | Redis.InvalidInput, R | Requirements> =>
+  internal.withLock(lock, name, options, effect)
+
+/**
+ * The lock held for the rest of the scope: the token, and `lost`, which fails with {@link LockLost}
+ * once the lease is lost (race your work against it; {@link withLock} does this for you).
+ *
+ * @since 0.1.0
+ * @category scoped
+ */
+export const scoped = <Name extends Redis.KeyName>(
+  lock: Lock<Name>,
+  name: Name,
+  options?: Options
+): Effect.Effect<
+  { readonly token: LockToken; readonly lost: Effect.Effect<never, LockLost> },
+  LockUnavailable | Redis.RedisError | Redis.InvalidInput,
+  Requirements | Scope.Scope
+> => internal.scoped(lock, name, options)

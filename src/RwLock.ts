@@ -1,0 +1,185 @@
+/**
+ * RwLock: a leased reader-writer lock across replicas. One writer or any number of readers per name;
+ * a lease keeps a crashed holder from blocking everyone.
+ *
+ * **What lives in Redis.** Per name, keys in one cluster hash slot (`{<namespace>:<name>}`):
+ * - `…:writer`, the writer's token, expiring with its lease;
+ * - `…:readers`, a sorted set of reader tokens scored by the end of their lease in server
+ *   microseconds, expiring with the longest lease;
+ * - `…:intent`, while a writer waits: its token, for at most one lease;
+ * - `…:fence`, the last writer fence, expiring with the lease.
+ *
+ * **Guarantees.**
+ * - A read is granted when there is no writer (and no writer waiting); a write when there is no
+ *   writer and no live reader. Expired readers are pruned on every operation, on the server's clock,
+ *   so a crashed reader never blocks a writer for longer than its lease.
+ * - Every write grant carries a strictly increasing `fence`, as {@link Lock} does.
+ * - No writer starvation: a writer waiting through {@link withWrite} leaves an intent on each refused
+ *   attempt, which holds new readers back until it gets in (or gives up, or a lease passes).
+ *
+ * **Caveats.** The try-only {@link RwLock.tryWrite} leaves no intent, so a steady stream of readers can
+ * starve it: that is the trade-off of never waiting. Leases do not by themselves guarantee exclusion
+ * against a paused holder; use the fence (docs/locks.md).
+ *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { Redis, RwLock } from "wakuwaku"
+ *
+ * export const DOCS = RwLock.make<string>("doc", "10 seconds")
+ *
+ * export const edit = (doc: string) =>
+ *   RwLock.withWrite(DOCS, doc)(Effect.log(`editing ${doc}`)).pipe(
+ *     Effect.provide(Redis.layer({ url: "redis://127.0.0.1:6379" }))
+ *   )
+ * ```
+ *
+ * @since 0.1.0
+ */
+import type * as Duration from "effect/Duration"
+import type * as Effect from "effect/Effect"
+import type * as Inspectable from "effect/Inspectable"
+import type * as Option from "effect/Option"
+import type * as Scope from "effect/Scope"
+import type * as Capability from "./Capability.js"
+import * as internal from "./internal/rwLock.js"
+import * as lease from "./internal/lease.js"
+import type * as Lock from "./Lock.js"
+import type * as Redis from "./Redis.js"
+
+/**
+ * @since 0.1.0
+ * @category capabilities
+ */
+export type Entity = Capability.Entity<"RwLock">
+
+/**
+ * @since 0.1.0
+ * @category capabilities
+ */
+export const entity: Entity = internal.entity
+
+/**
+ * What every operation needs. All of them write, `tryRead` included.
+ *
+ * @since 0.1.0
+ * @category capabilities
+ */
+// Spelled out rather than through the `Entity` alias, so that compile errors name the entity.
+export type Requirements = Redis.Redis | Capability.Write<Capability.Entity<"RwLock">>
+
+/**
+ * The proof of a read lease. Its secret never appears in `toString`, `inspect` or JSON.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ReadToken extends Inspectable.Inspectable {
+  readonly namespace: string
+  /** The name, as encoded into the key. */
+  readonly name: string
+  /** Ends the read lease: `false` when it had already run out. */
+  readonly release: Effect.Effect<boolean, Redis.RedisError, Requirements>
+  /** Restarts the read lease: `false` when it had already run out. */
+  readonly extend: Effect.Effect<boolean, Redis.RedisError, Requirements>
+}
+
+/**
+ * The write side's token: a {@link Lock.LockToken} whose operations need this lock's capability.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface WriteToken extends Inspectable.Inspectable {
+  readonly namespace: string
+  readonly name: string
+  /** Strictly increases with every write grant of this name. */
+  readonly fence: bigint
+  readonly release: Effect.Effect<boolean, Redis.RedisError, Requirements>
+  readonly extend: Effect.Effect<boolean, Redis.RedisError, Requirements>
+}
+
+/**
+ * A leased reader-writer lock: a plain immutable value, declared once as a module-level constant.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface RwLock<in Name extends Redis.KeyName> {
+  readonly namespace: string
+  /** The lease of each reader and of the writer. */
+  readonly ttl: Duration.Duration
+  /** A read lease, if there is no writer and no writer waiting. Never waits. */
+  readonly tryRead: (
+    name: Name
+  ) => Effect.Effect<Option.Option<ReadToken>, Redis.RedisError | Redis.InvalidInput, Requirements>
+  /** The write lease, if there is no writer and no live reader. Never waits, and leaves no intent. */
+  readonly tryWrite: (
+    name: Name
+  ) => Effect.Effect<Option.Option<WriteToken>, Redis.RedisError | Redis.InvalidInput, Requirements>
+}
+
+/**
+ * Declares a reader-writer lock with a lease of `ttl` (under a millisecond counts as one). A `ttl`
+ * that is not finite and longer than zero throws a `RangeError`.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = <Name extends Redis.KeyName = string>(namespace: string, ttl: Duration.DurationInput): RwLock<Name> =>
+  internal.make<Name>(namespace, ttl)
+
+type Failure = Lock.LockUnavailable | Redis.RedisError | Redis.InvalidInput
+
+/**
+ * Holds a read lease while `effect` runs, as {@link Lock.withLock} does.
+ *
+ * @since 0.1.0
+ * @category scoped
+ */
+export const withRead = <Name extends Redis.KeyName>(rw: RwLock<Name>, name: Name, options?: Lock.Options) =>
+<A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | Lock.LockLost | Failure, R | Requirements> =>
+  lease.scopedUse(internal.scopedRead(rw, name, options), effect)
+
+/**
+ * Holds the write lease while `effect` runs, as {@link Lock.withLock} does. While it waits, new
+ * readers are held back, so it is not starved.
+ *
+ * @since 0.1.0
+ * @category scoped
+ */
+export const withWrite = <Name extends Redis.KeyName>(rw: RwLock<Name>, name: Name, options?: Lock.Options) =>
+<A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | Lock.LockLost | Failure, R | Requirements> =>
+  lease.scopedUse(internal.scopedWrite(rw, name, options), effect)
+
+/**
+ * A read lease held for the rest of the scope, with `lost`, as {@link Lock.scoped}.
+ *
+ * @since 0.1.0
+ * @category scoped
+ */
+export const scopedRead = <Name extends Redis.KeyName>(
+  rw: RwLock<Name>,
+  name: Name,
+  options?: Lock.Options
+): Effect.Effect<
+  { readonly token: ReadToken; readonly lost: Effect.Effect<never, Lock.LockLost> },
+  Failure,
+  Requirements | Scope.Scope
+> => internal.scopedRead(rw, name, options)
+
+/**
+ * The write lease held for the rest of the scope, with `lost`, as {@link Lock.scoped}.
+ *
+ * @since 0.1.0
+ * @category scoped
+ */
+export const scopedWrite = <Name extends Redis.KeyName>(
+  rw: RwLock<Name>,
+  name: Name,
+  options?: Lock.Options
+): Effect.Effect<
+  { readonly token: WriteToken; readonly lost: Effect.Effect<never, Lock.LockLost> },
+  Failure,
+  Requirements | Scope.Scope
+> => internal.scopedWrite(rw, name, options)

@@ -1,0 +1,138 @@
+/**
+ * @internal What Lock and RwLock share: lease tokens, the acquisition policy, and holding a lease in a
+ * scope (release on every exit, renewal in the background, loss detection).
+ */
+import { randomBytes } from "node:crypto"
+import * as Clock from "effect/Clock"
+import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Inspectable from "effect/Inspectable"
+import * as Option from "effect/Option"
+import * as Schedule from "effect/Schedule"
+import type * as Scope from "effect/Scope"
+import type * as Lock from "../Lock.js"
+import type * as Redis from "../Redis.js"
+
+/** @internal A fresh token: 128 random bits from `crypto`, base64url. */
+export const secret = (): string => randomBytes(16).toString("base64url")
+
+/** @internal Something held under a lease. */
+export interface Lease<R> {
+  readonly release: Effect.Effect<boolean, Redis.RedisError, R>
+  readonly extend: Effect.Effect<boolean, Redis.RedisError, R>
+}
+
+/** @internal The default wait: jittered exponential backoff from 10 ms, each pause at most 200 ms. */
+export const backoff: Schedule.Schedule<unknown> = Schedule.exponential("10 millis").pipe(
+  Schedule.union(Schedule.spaced("200 millis")),
+  Schedule.jittered
+)
+
+class Busy {
+  readonly _tag = "Busy"
+}
+
+/**
+ * @internal Acquires in the scope, as the policy says: `attempt` once, or following the policy's
+ * schedule until its deadline. A successful attempt registers its release in the scope in the same
+ * uninterruptible step; the waits between attempts can be interrupted.
+ */
+export const acquire = <T extends Lease<R>, E, R>(
+  attempt: Effect.Effect<Option.Option<T>, E, R>,
+  policy: Lock.Acquire,
+  ttl: Duration.Duration,
+  unavailable: () => Lock.LockUnavailable
+): Effect.Effect<T, E | Lock.LockUnavailable, R | Scope.Scope> => {
+  const once = Effect.uninterruptible(
+    Effect.flatMap(attempt, (token) =>
+      Option.isSome(token)
+        ? Effect.as(Effect.addFinalizer(() => Effect.ignore(token.value.release)), token.value)
+        : Effect.fail(new Busy()))
+  )
+  const tried = policy._tag === "Try"
+    ? once
+    : Effect.retry(once, {
+      schedule: (policy.schedule ?? backoff).pipe(Schedule.upTo(policy.deadline ?? ttl)),
+      while: (error) => error instanceof Busy
+    })
+  return Effect.catchIf(tried, (error): error is Busy => error instanceof Busy, () => Effect.fail(unavailable()))
+}
+
+/** @internal A lease held in a scope, and an Effect that fails with LockLost once the lease is lost. */
+export interface Held<T> {
+  readonly token: T
+  readonly lost: Effect.Effect<never, Lock.LockLost>
+}
+
+/**
+ * @internal Keeps `token` held until the scope closes: renews it every `renewEvery` in a background
+ * fiber, and fails `lost` when a renewal says the lease ran out, or when no renewal could be confirmed
+ * for a whole `ttl` (a Redis that does not answer). The client's clock only makes this conservative:
+ * the lease itself is Redis's.
+ */
+export const hold = <T extends Lease<R>, R>(
+  token: T,
+  ttl: Duration.Duration,
+  renewEvery: Duration.Duration,
+  lostError: (reason: Lock.LockLost["reason"]) => Lock.LockLost
+): Effect.Effect<Held<T>, never, R | Scope.Scope> =>
+  Effect.gen(function*() {
+    const lost = yield* Deferred.make<never, Lock.LockLost>()
+    const ttlMillis = Duration.toMillis(ttl)
+    const renewMillis = Duration.toMillis(renewEvery)
+    const renew = Effect.gen(function*() {
+      let confirmed = yield* Clock.currentTimeMillis
+      while (true) {
+        yield* Effect.sleep(renewEvery)
+        const sent = yield* Clock.currentTimeMillis
+        const extended = yield* Effect.either(token.extend)
+        if (extended._tag === "Right" && extended.right) {
+          confirmed = sent
+        } else if (extended._tag === "Right") {
+          return yield* Deferred.fail(lost, lostError("Expired"))
+        } else if ((yield* Clock.currentTimeMillis) + renewMillis - confirmed >= ttlMillis) {
+          // The next renewal could come too late: the lease may run out unseen.
+          return yield* Deferred.fail(lost, lostError("Unconfirmed"))
+        }
+      }
+    })
+    yield* Effect.forkScoped(renew)
+    return { token, lost: Deferred.await(lost) }
+  })
+
+/** @internal Runs `effect` while the lease is held; a lost lease interrupts it and fails with LockLost. */
+export const using = <T, A, E, R>(held: Held<T>, effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | Lock.LockLost, R> =>
+  Effect.raceFirst(effect, held.lost)
+
+/** @internal A token: its secret lives only in the closures of `release` and `extend`. */
+export class Token<R> implements Lease<R>, Inspectable.Inspectable {
+  constructor(
+    readonly kind: string,
+    readonly namespace: string,
+    readonly name: string,
+    readonly fence: bigint | undefined,
+    readonly release: Effect.Effect<boolean, Redis.RedisError, R>,
+    readonly extend: Effect.Effect<boolean, Redis.RedisError, R>
+  ) {
+    Object.freeze(this)
+  }
+  toJSON() {
+    return this.fence === undefined
+      ? { _id: this.kind, namespace: this.namespace, name: this.name }
+      : { _id: this.kind, namespace: this.namespace, name: this.name, fence: String(this.fence) }
+  }
+  toString() {
+    return `${this.kind}(${this.namespace}:${this.name}${this.fence === undefined ? "" : `, fence ${this.fence}`})`
+  }
+  [Inspectable.NodeInspectSymbol]() {
+    return this.toJSON()
+  }
+}
+
+/** @internal Runs `effect` in a scope while the lease that `held` acquires is held. */
+export const scopedUse = <T, A, E, R, E2, R2>(
+  held: Effect.Effect<Held<T>, E2, R2>,
+  effect: Effect.Effect<A, E, R>
+): Effect.Effect<A, E | E2 | Lock.LockLost, R | Exclude<R2, Scope.Scope>> =>
+  Effect.scoped(Effect.flatMap(held, (held) => using(held, effect)))

@@ -1,0 +1,171 @@
+/** @internal */
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Option from "effect/Option"
+import * as Lock from "../Lock.js"
+import * as Redis from "../Redis.js"
+import * as access from "./access.js"
+import { positive, toMillis } from "./duration.js"
+import * as key from "./key.js"
+import * as lease from "./lease.js"
+import { NOW_US } from "./lua.js"
+
+const KIND = "Lock"
+
+/**
+ * @internal Fence, for a grant: sets `fence` to the server time in µs (`now`, from NOW_US), or to the
+ * last fence of KEYS[fenceKey] plus one if that is larger, and stores it there for `lease` (ms).
+ */
+export const FENCE = (fenceKey: number) =>
+  `local fence = now
+local last = redis.call('GET', KEYS[${fenceKey}])
+if last and tonumber(last) >= fence then fence = tonumber(last) + 1 end
+fence = string.format('%d', fence)
+redis.call('SET', KEYS[${fenceKey}], fence, 'PX', lease)
+`
+
+/**
+ * @internal Takes the lock if free. KEYS[1] the owner key, KEYS[2] the fence key; ARGV[1] the token,
+ * ARGV[2] the lease (ms). Returns the fence (a decimal string) when granted, nil when held.
+ */
+export const ACQUIRE = Redis.script({
+  name: "Lock.acquire",
+  keys: 2,
+  lua: `local lease = ARGV[2]
+if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', lease) then return false end
+${NOW_US}${FENCE(2)}return fence
+`
+})
+
+/** @internal Deletes the lock if the token holds it. KEYS[1] the owner key; ARGV[1] the token. Returns 1 or 0. */
+export const RELEASE = Redis.script({
+  name: "Lock.release",
+  keys: 1,
+  lua: `if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('DEL', KEYS[1])
+return 1
+`
+})
+
+/**
+ * @internal Restarts the lease if the token holds the lock. KEYS[1] the owner key; ARGV[1] the token,
+ * ARGV[2] the lease (ms). Returns 1 or 0.
+ */
+export const EXTEND = Redis.script({
+  name: "Lock.extend",
+  keys: 1,
+  lua: `if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return 1
+`
+})
+
+/** @internal Decodes a 1/0 reply. */
+export const flag = (operation: string) => (reply: unknown): Effect.Effect<boolean, Redis.RedisError> =>
+  reply === 1 || reply === 0
+    ? Effect.succeed(reply === 1)
+    : Effect.fail(
+      new Redis.RedisError({
+        reason: "Reply",
+        operation,
+        cause: new Error(`unexpected reply ${JSON.stringify(reply)}`)
+      })
+    )
+
+/** @internal Decodes a fence reply: a decimal string when granted, null when refused. */
+export const fenceOf = (operation: string) => (reply: unknown): Effect.Effect<Option.Option<bigint>, Redis.RedisError> =>
+  reply === null
+    ? Effect.succeed(Option.none())
+    : typeof reply === "string" && /^\d+$/.test(reply)
+    ? Effect.succeed(Option.some(BigInt(reply)))
+    : Effect.fail(
+      new Redis.RedisError({
+        reason: "Reply",
+        operation,
+        cause: new Error(`unexpected reply ${JSON.stringify(reply)}`)
+      })
+    )
+
+/** @internal The encoded name, or InvalidInput. */
+export const encode = (label: string, operation: string, name: Redis.KeyName): Either.Either<string, Redis.InvalidInput> =>
+  Either.mapLeft(
+    key.encodeName(name),
+    (message) => new Redis.InvalidInput({ operation: `${label}.${operation}`, argument: "name", message })
+  )
+
+class LockImpl<Name extends Redis.KeyName> implements Lock.Lock<Name> {
+  readonly label: string
+  readonly leaseMillis: string
+  constructor(readonly namespace: string, readonly ttl: Duration.Duration) {
+    this.label = `Lock(${namespace})`
+    this.leaseMillis = String(toMillis(ttl))
+    Object.freeze(this)
+  }
+
+  readonly tryLock = (
+    name: Name
+  ): Effect.Effect<Option.Option<Lock.LockToken>, Redis.RedisError | Redis.InvalidInput, Lock.Requirements> => {
+    const encoded = encode(this.label, "tryLock", name)
+    if (Either.isLeft(encoded)) return Effect.fail(encoded.left)
+    const owner = key.taggedKey(KIND, this.namespace, encoded.right, "owner")
+    const fenceKey = key.taggedKey(KIND, this.namespace, encoded.right, "fence")
+    const secret = lease.secret()
+    return access.write(Lock.entity, (redis) =>
+      redis.script(ACQUIRE, [owner, fenceKey], [secret, this.leaseMillis]).pipe(
+        Effect.flatMap(fenceOf(`script ${ACQUIRE.name}`)),
+        Effect.map(Option.map((fence): Lock.LockToken =>
+          new lease.Token(
+            "LockToken",
+            this.namespace,
+            encoded.right,
+            fence,
+            access.write(Lock.entity, (redis) =>
+              Effect.flatMap(redis.script(RELEASE, [owner], [secret]), flag(`script ${RELEASE.name}`))),
+            access.write(Lock.entity, (redis) =>
+              Effect.flatMap(redis.script(EXTEND, [owner], [secret, this.leaseMillis]), flag(`script ${EXTEND.name}`)))
+          ) as Lock.LockToken
+        ))
+      ))
+  }
+
+  toString() {
+    return `${this.label}: lease ${this.leaseMillis} ms`
+  }
+}
+
+/** @internal */
+export const make = <Name extends Redis.KeyName>(namespace: string, ttl: Duration.DurationInput): Lock.Lock<Name> =>
+  new LockImpl<Name>(key.validateNamespace(KIND, namespace), positive(ttl, `Lock(${namespace}) ttl`))
+
+/** @internal A third of the lease, or the option. */
+export const renewal = (ttl: Duration.Duration, options: Lock.Options | undefined): Duration.Duration =>
+  options?.renewEvery === undefined
+    ? Duration.millis(Math.max(1, Math.floor(Duration.toMillis(ttl) / 3)))
+    : positive(options.renewEvery, "renewEvery")
+
+/** @internal */
+export const scoped = <Name extends Redis.KeyName>(lock: Lock.Lock<Name>, name: Name, options: Lock.Options | undefined) => {
+  const encoded = encode(`Lock(${lock.namespace})`, "scoped", name)
+  if (Either.isLeft(encoded)) return Effect.fail(encoded.left)
+  const label = `Lock(${lock.namespace})`
+  const lostError = (token: Lock.LockToken) => (reason: Lock.LockLost["reason"]) =>
+    new Lock.LockLost({ lock: label, name: encoded.right, fence: token.fence, reason })
+  return Effect.flatMap(
+    lease.acquire<Lock.LockToken, Redis.RedisError | Redis.InvalidInput, Lock.Requirements>(
+      lock.tryLock(name),
+      options?.acquire ?? Lock.wait(),
+      lock.ttl,
+      () => new Lock.LockUnavailable({ lock: label, name: encoded.right })
+    ),
+    (token) => lease.hold<Lock.LockToken, Lock.Requirements>(token, lock.ttl, renewal(lock.ttl, options), lostError(token))
+  )
+}
+
+/** @internal */
+export const withLock = <Name extends Redis.KeyName, A, E, R>(
+  lock: Lock.Lock<Name>,
+  name: Name,
+  options: Lock.Options | undefined,
+  effect: Effect.Effect<A, E, R>
+) => lease.scopedUse(scoped(lock, name, options), effect)

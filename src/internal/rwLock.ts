@@ -1,0 +1,283 @@
+/** @internal */
+import type * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Option from "effect/Option"
+import * as Lock from "../Lock.js"
+import * as Redis from "../Redis.js"
+import type * as RwLock from "../RwLock.js"
+import * as access from "./access.js"
+import { positive, toMillis } from "./duration.js"
+import * as key from "./key.js"
+import * as lease from "./lease.js"
+import { encode, FENCE, fenceOf, flag, renewal } from "./lock.js"
+import { NOW_US } from "./lua.js"
+
+const KIND = "RwLock"
+
+/** @internal */
+export const entity = Object.freeze({ kind: KIND }) as RwLock.Entity
+
+/**
+ * @internal Server time, then readers whose lease ended are pruned from the set KEYS[readers]
+ * (scores are lease ends in server µs).
+ */
+const PRUNE = (readers: number) =>
+  `${NOW_US}redis.call('ZREMRANGEBYSCORE', KEYS[${readers}], '-inf', now)
+`
+
+/** @internal The reader set KEYS[readers] lives as long as its longest lease. */
+const KEEP_READERS = (readers: number) =>
+  `local longest = redis.call('ZRANGE', KEYS[${readers}], -1, -1, 'WITHSCORES')[2]
+if longest then redis.call('PEXPIRE', KEYS[${readers}], math.max(1, math.ceil((tonumber(longest) - now) / 1000))) end
+`
+
+/**
+ * @internal A read lease, granted when there is no writer and no writer waiting. KEYS[1] the writer,
+ * KEYS[2] the readers, KEYS[3] the writer intent; ARGV[1] the token, ARGV[2] the lease (ms).
+ * Returns 1 when granted, 0 when not.
+ */
+export const READ = Redis.script({
+  name: "RwLock.read",
+  keys: 3,
+  lua: `${PRUNE(2)}if redis.call('EXISTS', KEYS[1]) == 1 or redis.call('EXISTS', KEYS[3]) == 1 then return 0 end
+redis.call('ZADD', KEYS[2], string.format('%d', now + tonumber(ARGV[2]) * 1000), ARGV[1])
+${KEEP_READERS(2)}return 1
+`
+})
+
+/**
+ * @internal The write lease, granted when there is no writer and no live reader. KEYS[1] the writer,
+ * KEYS[2] the readers, KEYS[3] the writer intent, KEYS[4] the fence; ARGV[1] the token, ARGV[2] the
+ * lease (ms), ARGV[3] "1" to leave an intent when refused, which holds new readers back for a lease
+ * (unless another writer's intent is there). Returns the fence (a decimal string), or nil when refused.
+ */
+export const WRITE = Redis.script({
+  name: "RwLock.write",
+  keys: 4,
+  lua: `local lease = ARGV[2]
+${PRUNE(2)}if redis.call('EXISTS', KEYS[1]) == 1 or redis.call('ZCARD', KEYS[2]) > 0 then
+  if ARGV[3] == '1' then
+    local waiting = redis.call('GET', KEYS[3])
+    if not waiting or waiting == ARGV[1] then redis.call('SET', KEYS[3], ARGV[1], 'PX', lease) end
+  end
+  return false
+end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', lease)
+if redis.call('GET', KEYS[3]) == ARGV[1] then redis.call('DEL', KEYS[3]) end
+${FENCE(4)}return fence
+`
+})
+
+/** @internal Withdraws a writer's intent. KEYS[1] the intent; ARGV[1] the token. Returns 1 or 0. */
+export const WITHDRAW = Redis.script({
+  name: "RwLock.withdraw",
+  keys: 1,
+  lua: `if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('DEL', KEYS[1])
+return 1
+`
+})
+
+/** @internal Ends a read lease. KEYS[1] the readers; ARGV[1] the token. Returns 1, or 0 if it had run out. */
+export const READ_RELEASE = Redis.script({
+  name: "RwLock.readRelease",
+  keys: 1,
+  lua: `${PRUNE(1)}return redis.call('ZREM', KEYS[1], ARGV[1])
+`
+})
+
+/**
+ * @internal Restarts a read lease. KEYS[1] the readers; ARGV[1] the token, ARGV[2] the lease (ms).
+ * Returns 1, or 0 if it had run out.
+ */
+export const READ_EXTEND = Redis.script({
+  name: "RwLock.readExtend",
+  keys: 1,
+  lua: `${PRUNE(1)}if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then return 0 end
+redis.call('ZADD', KEYS[1], 'XX', string.format('%d', now + tonumber(ARGV[2]) * 1000), ARGV[1])
+${KEEP_READERS(1)}return 1
+`
+})
+
+/** @internal Ends the write lease. KEYS[1] the writer, KEYS[2] the readers; ARGV[1] the token. Returns 1 or 0. */
+export const WRITE_RELEASE = Redis.script({
+  name: "RwLock.writeRelease",
+  keys: 2,
+  lua: `${PRUNE(2)}if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('DEL', KEYS[1])
+return 1
+`
+})
+
+/**
+ * @internal Restarts the write lease. KEYS[1] the writer, KEYS[2] the readers; ARGV[1] the token,
+ * ARGV[2] the lease (ms). Returns 1 or 0.
+ */
+export const WRITE_EXTEND = Redis.script({
+  name: "RwLock.writeExtend",
+  keys: 2,
+  lua: `${PRUNE(2)}if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return 1
+`
+})
+
+interface Keys {
+  readonly name: string
+  readonly writer: string
+  readonly readers: string
+  readonly intent: string
+  readonly fence: string
+}
+
+class RwLockImpl<Name extends Redis.KeyName> implements RwLock.RwLock<Name> {
+  readonly label: string
+  readonly leaseMillis: string
+  constructor(readonly namespace: string, readonly ttl: Duration.Duration) {
+    this.label = `RwLock(${namespace})`
+    this.leaseMillis = String(toMillis(ttl))
+    Object.freeze(this)
+  }
+
+  keys(operation: string, name: Name): Either.Either<Keys, Redis.InvalidInput> {
+    return Either.map(encode(this.label, operation, name), (encoded) => ({
+      name: encoded,
+      writer: key.taggedKey(KIND, this.namespace, encoded, "writer"),
+      readers: key.taggedKey(KIND, this.namespace, encoded, "readers"),
+      intent: key.taggedKey(KIND, this.namespace, encoded, "intent"),
+      fence: key.taggedKey(KIND, this.namespace, encoded, "fence")
+    }))
+  }
+
+  readonly tryRead = (
+    name: Name
+  ): Effect.Effect<Option.Option<RwLock.ReadToken>, Redis.RedisError | Redis.InvalidInput, RwLock.Requirements> => {
+    const keys = this.keys("tryRead", name)
+    if (Either.isLeft(keys)) return Effect.fail(keys.left)
+    const { intent, name: encoded, readers, writer } = keys.right
+    const secret = lease.secret()
+    return access.write(entity, (redis) =>
+      redis.script(READ, [writer, readers, intent], [secret, this.leaseMillis]).pipe(
+        Effect.flatMap(flag(`script ${READ.name}`)),
+        Effect.map((granted) =>
+          granted
+            ? Option.some(
+              new lease.Token(
+                "ReadToken",
+                this.namespace,
+                encoded,
+                undefined,
+                access.write(entity, (redis) =>
+                  Effect.flatMap(redis.script(READ_RELEASE, [readers], [secret]), flag(`script ${READ_RELEASE.name}`))),
+                access.write(entity, (redis) =>
+                  Effect.flatMap(
+                    redis.script(READ_EXTEND, [readers], [secret, this.leaseMillis]),
+                    flag(`script ${READ_EXTEND.name}`)
+                  ))
+              ) as RwLock.ReadToken
+            )
+            : Option.none()
+        )
+      ))
+  }
+
+  /** @internal `intend`: leave a writer intent when refused (a waiting writer). */
+  write(
+    name: Name,
+    operation: string,
+    intend: boolean,
+    secret: string
+  ): Effect.Effect<Option.Option<RwLock.WriteToken>, Redis.RedisError | Redis.InvalidInput, RwLock.Requirements> {
+    const keys = this.keys(operation, name)
+    if (Either.isLeft(keys)) return Effect.fail(keys.left)
+    const { fence, intent, name: encoded, readers, writer } = keys.right
+    return access.write(entity, (redis) =>
+      redis.script(WRITE, [writer, readers, intent, fence], [secret, this.leaseMillis, intend ? "1" : "0"]).pipe(
+        Effect.flatMap(fenceOf(`script ${WRITE.name}`)),
+        Effect.map(Option.map((fence): RwLock.WriteToken =>
+          new lease.Token(
+            "LockToken",
+            this.namespace,
+            encoded,
+            fence,
+            access.write(entity, (redis) =>
+              Effect.flatMap(
+                redis.script(WRITE_RELEASE, [writer, readers], [secret]),
+                flag(`script ${WRITE_RELEASE.name}`)
+              )),
+            access.write(entity, (redis) =>
+              Effect.flatMap(
+                redis.script(WRITE_EXTEND, [writer, readers], [secret, this.leaseMillis]),
+                flag(`script ${WRITE_EXTEND.name}`)
+              ))
+          ) as RwLock.WriteToken
+        ))
+      ))
+  }
+
+  readonly tryWrite = (
+    name: Name
+  ): Effect.Effect<Option.Option<RwLock.WriteToken>, Redis.RedisError | Redis.InvalidInput, RwLock.Requirements> =>
+    this.write(name, "tryWrite", false, lease.secret())
+
+  /** @internal Withdraws the intent `secret` may have left. */
+  withdraw(name: Name, secret: string): Effect.Effect<void, never, RwLock.Requirements> {
+    const keys = this.keys("withdraw", name)
+    if (Either.isLeft(keys)) return Effect.void
+    return access.write(entity, (redis) => Effect.ignore(redis.script(WITHDRAW, [keys.right.intent], [secret])))
+  }
+
+  toString() {
+    return `${this.label}: lease ${this.leaseMillis} ms`
+  }
+}
+
+/** @internal */
+export const make = <Name extends Redis.KeyName>(namespace: string, ttl: Duration.DurationInput): RwLock.RwLock<Name> =>
+  new RwLockImpl<Name>(key.validateNamespace(KIND, namespace), positive(ttl, `RwLock(${namespace}) ttl`))
+
+const held = <Name extends Redis.KeyName, T extends lease.Lease<RwLock.Requirements>>(
+  rw: RwLock.RwLock<Name>,
+  name: Name,
+  side: "read" | "write",
+  options: Lock.Options | undefined,
+  attempt: Effect.Effect<Option.Option<T>, Redis.RedisError | Redis.InvalidInput, RwLock.Requirements>,
+  fence: (token: T) => bigint | undefined
+) => {
+  const label = `RwLock(${rw.namespace}).${side}`
+  const encoded = encode(label, side, name)
+  if (Either.isLeft(encoded)) return Effect.fail(encoded.left)
+  return Effect.flatMap(
+    lease.acquire<T, Redis.RedisError | Redis.InvalidInput, RwLock.Requirements>(
+      attempt,
+      options?.acquire ?? Lock.wait(),
+      rw.ttl,
+      () => new Lock.LockUnavailable({ lock: label, name: encoded.right })
+    ),
+    (token) =>
+      lease.hold<T, RwLock.Requirements>(token, rw.ttl, renewal(rw.ttl, options), (reason) =>
+        new Lock.LockLost({ lock: label, name: encoded.right, fence: fence(token), reason }))
+  )
+}
+
+/** @internal */
+export const scopedRead = <Name extends Redis.KeyName>(
+  rw: RwLock.RwLock<Name>,
+  name: Name,
+  options: Lock.Options | undefined
+) => held(rw, name, "read", options, rw.tryRead(name), () => undefined)
+
+/** @internal A waiting writer leaves an intent on each refused attempt, and withdraws it if it gives up. */
+export const scopedWrite = <Name extends Redis.KeyName>(
+  rw: RwLock.RwLock<Name>,
+  name: Name,
+  options: Lock.Options | undefined
+) => {
+  const impl = rw as RwLockImpl<Name>
+  const secret = lease.secret()
+  const waits = (options?.acquire ?? Lock.wait())._tag === "Wait"
+  return held(rw, name, "write", options, impl.write(name, "write", waits, secret), (token) => token.fence).pipe(
+    Effect.tapError(() => waits ? impl.withdraw(name, secret) : Effect.void)
+  )
+}

@@ -1,0 +1,231 @@
+import { inspect } from "node:util"
+import { layer } from "@effect/vitest"
+import { Deferred, Duration, Effect, Exit, Fiber, Option } from "effect"
+import { expect } from "vitest"
+import { Lock, Redis } from "wakuwaku"
+import { freshNamespace, keysMatching, rawClient, RedisLive } from "./support/redis.js"
+
+const ownerKey = (ns: string, name: string) => `@@wakuwaku:Lock:{${ns}:${name}}:owner`
+const fenceKey = (ns: string, name: string) => `@@wakuwaku:Lock:{${ns}:${name}}:fence`
+
+const raw = <A>(f: (client: import("ioredis").Redis) => Promise<A>) =>
+  Effect.flatMap(rawClient, (client) => Effect.promise(() => f(client)))
+
+/** Every key under the namespace carries a TTL. */
+const expectTtls = (ns: string) =>
+  raw(async (client) => {
+    for (const key of await keysMatching(client, `@@wakuwaku:Lock:{${ns}:*`)) {
+      expect(await client.pttl(key), key).toBeGreaterThan(0)
+    }
+  })
+
+const some = <A>(option: Option.Option<A>): A => Option.getOrThrow(option)
+
+layer(RedisLive, { excludeTestServices: true })("Lock on Redis", (it) => {
+  it.scoped("tryLock grants one holder per name, never waits, and release frees it", () =>
+    Effect.gen(function*() {
+      const ns = freshNamespace()
+      const JOBS = Lock.make<string>(ns, "30 seconds")
+      const token = some(yield* JOBS.tryLock("a"))
+      expect(yield* JOBS.tryLock("a")).toEqual(Option.none())
+      expect(Option.isSome(yield* JOBS.tryLock("b"))).toBe(true)
+      // One string key holding the token, with the lease as its TTL.
+      const held = yield* raw((c) => Promise.all([c.get(ownerKey(ns, "a")), c.pttl(ownerKey(ns, "a"))]))
+      expect(held[0]).toMatch(/^[A-Za-z0-9_-]{22}$/)
+      expect(held[1]).toBeGreaterThan(29_000)
+      expect(held[1]).toBeLessThanOrEqual(30_000)
+      expect(yield* token.release).toBe(true)
+      expect(yield* raw((c) => c.exists(ownerKey(ns, "a")))).toBe(0)
+      expect(yield* token.release).toBe(false)
+      expect(Option.isSome(yield* JOBS.tryLock("a"))).toBe(true)
+      yield* expectTtls(ns)
+    }))
+
+  it.scoped("the token never appears in toString, inspect or JSON", () =>
+    Effect.gen(function*() {
+      const ns = freshNamespace()
+      const token = some(yield* Lock.make<string>(ns, "30 seconds").tryLock("a"))
+      const secret = (yield* raw((c) => c.get(ownerKey(ns, "a"))))!
+      expect(Buffer.from(secret, "base64url")).toHaveLength(16)
+      for (const shown of [String(token), inspect(token, { depth: 10, showHidden: true }), JSON.stringify(token)]) {
+        expect(shown).not.toContain(secret)
+      }
+      expect(String(token)).toBe(`LockToken(${ns}:a, fence ${token.fence})`)
+      expect(JSON.parse(JSON.stringify(token))).toEqual({ _id: "LockToken", namespace: ns, name: "a", fence: String(token.fence) })
+    }))
+
+  it.scoped("extend restarts the lease; after the lease runs out another holder gets the lock", () =>
+    Effect.gen(function*() {
+      const ns = freshNamespace()
+      const L = Lock.make<string>(ns, "600 millis")
+      const first = some(yield* L.tryLock("a"))
+      yield* Effect.sleep("200 millis")
+      expect(yield* first.extend).toBe(true)
+      expect(yield* raw((c) => c.pttl(ownerKey(ns, "a")))).toBeGreaterThan(450)
+      yield* Effect.sleep("650 millis")
+      const second = some(yield* L.tryLock("a"))
+      // The stale token can neither release nor extend the new holder's lock.
+      expect(yield* first.release).toBe(false)
+      expect(yield* first.extend).toBe(false)
+      expect(yield* L.tryLock("a")).toEqual(Option.none())
+      expect(second.fence).toBeGreaterThan(first.fence)
+      expect(yield* second.release).toBe(true)
+    }))
+
+  it.scoped("a lease under a millisecond counts as one", () =>
+    Effect.gen(function*() {
+      const ns = freshNamespace()
+      some(yield* Lock.make<string>(ns, "10 micros").tryLock("a"))
+      expect(yield* raw((c) => c.pttl(ownerKey(ns, "a")))).toBeLessThanOrEqual(1)
+    }))
+
+  it.scoped("fences strictly increase across 1000 grants and across an idle expiry", () =>
+    Effect.gen(function*() {
+      const ns = freshNamespace()
+      const L = Lock.make<string>(ns, "10 seconds")
+      let last = 0n
+      for (let i = 0; i < 1000; i++) {
+        const token = some(yield* L.tryLock("a"))
+        expect(token.fence).toBeGreaterThan(last)
+        last = token.fence
+        expect(yield* token.release).toBe(true)
+      }
+      // Left to expire (a lock value with a short lease, on the same keys): both keys go, and the next
+      // fence is still larger.
+      const SHORT = Lock.make<string>(ns, "100 millis")
+      some(yield* SHORT.tryLock("a"))
+      yield* Effect.sleep("150 millis")
+      expect(yield* raw((c) => c.exists(ownerKey(ns, "a"), fenceKey(ns, "a")))).toBe(0)
+      expect((some(yield* SHORT.tryLock("a"))).fence).toBeGreaterThan(last)
+      yield* expectTtls(ns)
+    }))
+
+  it.scoped("withLock holds the lock while its effect runs and releases it at once afterwards", () =>
+    Effect.gen(function*() {
+      const ns = freshNamespace()
+      const L = Lock.make<string>(ns, "30 seconds")
+      const result = yield* Lock.withLock(L, "a")(
+        Effect.gen(function*() {
+          expect(yield* L.tryLock("a")).toEqual(Option.none())
+          return 42
+        })
+      )
+      expect(result).toBe(42)
+      expect(yield* raw((c) => c.exists(ownerKey(ns, "a")))).toBe(0)
+    }))
+
+  it.scoped("withLock releases on failure and on interruption, immediately, not after the TTL", () =>
+    Effect.gen(function*() {
+      const ns = freshNamespace()
+      const L = Lock.make<string>(ns, "30 seconds")
+      const failed = yield* Effect.flip(Lock.withLock(L, "a")(Effect.fail("boom" as const)))
+      expect(failed).toBe("boom")
+      expect(yield* raw((c) => c.exists(ownerKey(ns, "a")))).toBe(0)
+
+      const started = yield* Deferred.make<void>()
+      const fiber = yield* Effect.fork(Lock.withLock(L, "b")(Effect.zipRight(Deferred.succeed(started, undefined), Effect.never)))
+      yield* Deferred.await(started)
+      expect(yield* raw((c) => c.exists(ownerKey(ns, "b")))).toBe(1)
+      const exit = yield* Fiber.interrupt(fiber)
+      expect(Exit.isInterrupted(exit)).toBe(true)
+      expect(yield* raw((c) => c.exists(ownerKey(ns, "b")))).toBe(0)
+    }))
+
+  it.scoped("auto-extension keeps a lock held across 3 × ttl", () =>
+    Effect.gen(function*() {
+      const ns = freshNamespace()
+      const L = Lock.make<string>(ns, "300 millis")
+      const result = yield* Lock.withLock(L, "a")(
+        Effect.gen(function*() {
+          for (let i = 0; i < 5; i++) {
+            yield* Effect.sleep("200 millis")
+            expect(yield* L.tryLock("a")).toEqual(Option.none())
+          }
+          return "held for 1000 ms"
+        })
+      )
+      expect(result).toBe("held for 1000 ms")
+    }))
+
+  it.scoped("deleting the key under a holder: LockLost, and the body is interrupted", () =>
+    Effect.gen(function*() {
+      const ns = freshNamespace()
+      const L = Lock.make<string>(ns, "150 millis")
+      const started = yield* Deferred.make<void>()
+      const interrupted = yield* Deferred.make<void>()
+      const fiber = yield* Effect.fork(
+        Lock.withLock(L, "a")(
+          Effect.zipRight(Deferred.succeed(started, undefined), Effect.never).pipe(
+            Effect.onInterrupt(() => Deferred.succeed(interrupted, undefined))
+          )
+        )
+      )
+      yield* Deferred.await(started)
+      yield* raw((c) => c.del(ownerKey(ns, "a")))
+      const error = yield* Effect.flip(Fiber.join(fiber))
+      expect(error).toBeInstanceOf(Lock.LockLost)
+      expect(error).toMatchObject({ _tag: "LockLost", lock: `Lock(${ns})`, name: "a", reason: "Expired" })
+      expect(yield* Deferred.isDone(interrupted)).toBe(true)
+    }))
+
+  it.scoped("renewals paused past the lease: LockLost, and the body is interrupted", () =>
+    Effect.gen(function*() {
+      const ns = freshNamespace()
+      const L = Lock.make<string>(ns, "100 millis")
+      const interrupted = yield* Deferred.make<void>()
+      const error = yield* Effect.flip(
+        Lock.withLock(L, "a", { renewEvery: "250 millis" })(
+          Effect.never.pipe(Effect.onInterrupt(() => Deferred.succeed(interrupted, undefined)))
+        )
+      )
+      expect(error).toMatchObject({ _tag: "LockLost", reason: "Expired" })
+      expect(yield* Deferred.isDone(interrupted)).toBe(true)
+    }))
+
+  it.scoped("acquisition policies: tryOnce fails with LockUnavailable; wait gives up at its deadline or gets in", () =>
+    Effect.gen(function*() {
+      const ns = freshNamespace()
+      const L = Lock.make<string>(ns, "30 seconds")
+      const holder = some(yield* L.tryLock("a"))
+      const once = yield* Effect.flip(Lock.withLock(L, "a", { acquire: Lock.tryOnce })(Effect.void))
+      expect(once).toBeInstanceOf(Lock.LockUnavailable)
+      expect(once).toMatchObject({ _tag: "LockUnavailable", lock: `Lock(${ns})`, name: "a" })
+      const before = performance.now()
+      const waited = yield* Effect.flip(Lock.withLock(L, "a", { acquire: Lock.wait({ deadline: "150 millis" }) })(Effect.void))
+      expect(waited._tag).toBe("LockUnavailable")
+      expect(performance.now() - before).toBeGreaterThanOrEqual(140)
+      // Released while a waiter waits: the waiter gets in.
+      const waiter = yield* Effect.fork(Lock.withLock(L, "a", { acquire: Lock.wait({ deadline: "5 seconds" }) })(Effect.succeed("in")))
+      yield* Effect.sleep("50 millis")
+      expect(yield* holder.release).toBe(true)
+      expect(yield* Fiber.join(waiter)).toBe("in")
+    }))
+
+  it.scoped("the scoped form yields the token and releases when the scope closes", () =>
+    Effect.gen(function*() {
+      const ns = freshNamespace()
+      const L = Lock.make<string>(ns, "30 seconds")
+      const fence = yield* Effect.scoped(
+        Effect.gen(function*() {
+          const { token } = yield* Lock.scoped(L, "a")
+          expect(yield* raw((c) => c.exists(ownerKey(ns, "a")))).toBe(1)
+          return token.fence
+        })
+      )
+      expect(typeof fence).toBe("bigint")
+      expect(yield* raw((c) => c.exists(ownerKey(ns, "a")))).toBe(0)
+    }))
+
+  it.scoped("bad input: a name that cannot be encoded is InvalidInput and writes nothing; a bad ttl throws", () =>
+    Effect.gen(function*() {
+      const ns = freshNamespace()
+      const L = Lock.make<number>(ns, "1 second")
+      expect(yield* Effect.flip(L.tryLock(Number.NaN))).toMatchObject({ _tag: "InvalidInput", argument: "name" })
+      expect(yield* Effect.flip(Lock.withLock(L, 1.5)(Effect.void))).toBeInstanceOf(Redis.InvalidInput)
+      expect(yield* raw((c) => keysMatching(c, `@@wakuwaku:Lock:{${ns}:*`))).toEqual([])
+      const ttls: ReadonlyArray<Duration.DurationInput> = [0, -5, Duration.zero, "0 seconds"]
+      for (const ttl of ttls) expect(() => Lock.make(ns, ttl)).toThrow(/ttl must be longer than zero/)
+      expect(() => Lock.make(ns, Duration.infinity)).toThrow(/ttl must be finite/)
+      expect(() => Lock.make("a:b", "1 second")).toThrow(/namespace must be a non-empty string/)
+    }))
+})
