@@ -14,7 +14,11 @@
  * - Nothing lives in Redis for a capability. At run time every operation checks the grant in scope
  *   once more and dies on a violation, which only a cast can cause.
  * - Grants nest additively: a narrower layer provided inside a broader one keeps the broader rights,
- *   exactly as the types say.
+ *   exactly as the types say. Combine grants by nesting (`Effect.provide`, `Layer.provide`,
+ *   `Layer.provideMerge`). A grant layer installs only what it grants, so merging one that grants
+ *   writes with one that grants reads works; but all grants of writes share one run-time tag, so of
+ *   two siblings in `Layer.merge` that both grant writes, only the later counts at run time (an
+ *   operation the other allowed then dies, naming what is missing).
  *
  * @example
  * ```ts
@@ -63,7 +67,9 @@ export type AnyEntity = Entity<string>
  * @since 0.1.0
  * @category constructors
  */
-export const entity = <const Kind extends string>(kind: Kind): Entity<Kind> => Object.freeze({ kind })
+export const entity = <const Kind extends string>(
+  kind: string extends Kind ? "an entity's kind must be a string literal" : Kind
+): Entity<Kind> => Object.freeze({ kind: kind as Kind })
 
 /**
  * @since 0.1.0
@@ -125,7 +131,9 @@ export type Entities = "all" | ReadonlyArray<AnyEntity>
  */
 export type Granted<Cap extends "Read" | "Write", Es extends Entities> = Es extends "all" ? Cap extends "Read" ? Read<AnyEntity>
   : Write<AnyEntity>
-  : Es extends ReadonlyArray<infer E> ? E extends AnyEntity ? Cap extends "Read" ? Read<E> : Write<E> : never
+  : Es extends ReadonlyArray<infer E> ?
+    // An entity whose kind is not a literal grants nothing: it would otherwise pass for every entity.
+    E extends AnyEntity ? string extends E["kind"] ? never : Cap extends "Read" ? Read<E> : Write<E> : never
   : never
 
 /**

@@ -25,6 +25,7 @@ import { positive, type Positive } from "./internal/duration.js"
  * @category models
  */
 export interface Rate {
+  readonly [TypeId]: TypeId
   /** Tokens added per period: a positive safe integer. */
   readonly tokens: number
   /** The period. */
@@ -32,6 +33,26 @@ export interface Rate {
   /** The period in whole microseconds, rounded up, at least 1. */
   readonly periodMicros: number
 }
+
+/**
+ * @since 0.1.0
+ * @category type ids
+ */
+export const TypeId: unique symbol = Symbol.for("wakuwaku/Rate")
+
+/**
+ * @since 0.1.0
+ * @category type ids
+ */
+export type TypeId = typeof TypeId
+
+/**
+ * Whether a value is a rate made by {@link make} or {@link perSecond} (and so a valid one).
+ *
+ * @since 0.1.0
+ * @category guards
+ */
+export const isRate = (u: unknown): u is Rate => typeof u === "object" && u !== null && TypeId in u
 
 /**
  * The message of a rate that refills nothing.
@@ -79,6 +100,7 @@ const unsafeMake = (tokens: number, input: Duration.DurationInput): Rate => {
     throw new RangeError(`wakuwaku: a rate's period must be at most 2^53 - 1 microseconds, got ${Duration.format(period)}`)
   }
   return Object.freeze({
+    [TypeId]: TypeId as TypeId,
     tokens,
     period,
     periodMicros: Number(micros),

@@ -9,7 +9,8 @@
  *   program that writes through it does not compile.
  * - {@link layerConfig}: {@link layer} with the URL read from `REDIS_URL` through Effect `Config`.
  * - {@link layerClient} / {@link layerClientReadOnly}: adopt a client you already own; the layer never
- *   quits it.
+ *   quits it, and it keeps its own options (ioredis's defaults have no command timeout and re-send a
+ *   command whose reply was lost).
  *
  * **What lives in Redis.** Every key the library writes is `@@wakuwaku:<Kind>:<namespace>:<name>`.
  * An item made of several keys wraps `{<namespace>:<name>}` as a Redis Cluster hash tag and adds a
@@ -75,14 +76,17 @@ export interface Script {
   readonly name: string
   /** The Lua source. */
   readonly lua: string
-  /** How many KEYS the script declares; the rest of its arguments are ARGV. */
+  /** How many KEYS the script declares (per call, when `variadic`); the rest of its arguments are ARGV. */
   readonly keys: number
+  /** KEYS and ARGV are those of several calls, laid end to end: the `many` variant of some script. */
+  readonly variadic?: boolean | undefined
   /** The SHA1 of `lua`, as EVALSHA wants it. */
   readonly sha1: string
   /**
-   * A variant that runs many calls of this script in one: its KEYS and ARGV are the calls' KEYS and
-   * ARGV one after another, and it replies with an array of their replies, in order. When it is set,
-   * calls made together may be sent together.
+   * A variadic variant that runs many calls of this script in one: its KEYS and ARGV are the calls'
+   * KEYS and ARGV one after another (every call with the same number of KEYS), and it replies with an
+   * array of their replies (or errors), in order. When it is set, calls made together may be sent
+   * together.
    */
   readonly many?: Script | undefined
 }
@@ -97,6 +101,7 @@ export const script = (options: {
   readonly name: string
   readonly lua: string
   readonly keys: number
+  readonly variadic?: boolean | undefined
   readonly many?: Script | undefined
 }): Script => internal.script(options)
 
@@ -142,8 +147,10 @@ export const Redis: Context.Tag<Redis, Redis> = Context.GenericTag<Redis>("wakuw
 /**
  * Why a Redis call failed.
  *
- * - `Connection`: the server could not be reached, or the connection closed before the reply.
- * - `Timeout`: no reply within `commandTimeout`; the command may still have run.
+ * - `Connection`: the server could not be reached (while connecting, or a command issued while
+ *   disconnected ran out of reconnection attempts).
+ * - `Timeout`: no reply within `commandTimeout`, which is also what a reply lost to a dropped
+ *   connection gives (it is never re-sent); the command may still have run.
  * - `ReadOnly`: a write reached a read-only replica (`READONLY …`).
  * - `OutOfMemory`: the server is over `maxmemory` with a no-eviction policy (`OOM …`).
  * - `Script`: the server rejected or failed a script (`ERR …` from Lua).

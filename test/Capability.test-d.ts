@@ -37,6 +37,18 @@ describe("Capability", () => {
     expectTypeOf(Capability.layer({})).toEqualTypeOf<Layer.Layer<never>>()
   })
 
+  it("an entity's kind must be a literal: a string-typed kind would grant everything", () => {
+    const kind: string = "Other"
+    // @ts-expect-error an entity's kind must be a string literal
+    Capability.entity(kind)
+    expectTypeOf<Parameters<typeof Capability.entity<string>>[0]>().toEqualTypeOf<
+      "an entity's kind must be a string literal"
+    >()
+    // Even a hand-made Entity<string> grants nothing.
+    expectTypeOf<Capability.Granted<"Write", readonly [Capability.Entity<string>]>>().toEqualTypeOf<never>()
+    expectTypeOf<Capability.Granted<"Write", "all">>().toEqualTypeOf<Capability.Write<Capability.AnyEntity>>()
+  })
+
   it("Redis layers grant read-write or read-only", () => {
     expectTypeOf<Layer.Layer.Success<ReturnType<typeof Redis.layer>>>().toEqualTypeOf<
       Redis.Redis | Capability.Read<Capability.AnyEntity> | Capability.Write<Capability.AnyEntity>

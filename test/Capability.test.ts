@@ -1,5 +1,5 @@
-import { layer } from "@effect/vitest"
-import { Cause, Effect, Exit } from "effect"
+import { describe, it, layer } from "@effect/vitest"
+import { Cause, Effect, Exit, Layer } from "effect"
 import { expect } from "vitest"
 import { Capability, Rate, Redis, TokenBucket } from "wakuwaku"
 import { freshNamespace, redisUrl } from "./support/redis.js"
@@ -15,6 +15,40 @@ const dieMessage = <A, E>(exit: Exit.Exit<A, E>): string => {
   if (defect._tag === "None") throw new Error(`expected a defect, got ${Cause.pretty(exit.cause)}`)
   return String((defect.value as Error).message)
 }
+
+// Registered before the file's layer(), so that no layered grant surrounds these.
+describe("grants combined with Layer.merge", () => {
+  it.live("a write grant merged with a read-only layer: both count, in either order", () =>
+    Effect.gen(function*() {
+      const B = TokenBucket.make<string>(freshNamespace(), 5, Rate.perSecond(1))
+      const writeThenRead = Layer.merge(Capability.layer({ write: [TokenBucket.entity] }), Redis.layerReadOnly({ url: redisUrl }))
+      const readThenWrite = Layer.merge(Redis.layerReadOnly({ url: redisUrl }), Capability.layer({ write: [TokenBucket.entity] }))
+      expect(yield* B.acquire("a", 1).pipe(Effect.provide(writeThenRead))).toEqual(TokenBucket.Admission.Allowed({ remaining: 4 }))
+      expect(yield* B.peek("a").pipe(Effect.provide(readThenWrite))).toBe(4)
+      expect(yield* B.acquire("a", 1).pipe(Effect.provide(readThenWrite))).toEqual(TokenBucket.Admission.Allowed({ remaining: 3 }))
+    }))
+
+  it.live("a read-only grant merged after a read-write layer takes no write right away", () =>
+    Effect.gen(function*() {
+      const B = TokenBucket.make<string>(freshNamespace(), 5, Rate.perSecond(1))
+      const merged = Layer.mergeAll(Redis.layer({ url: redisUrl }), Capability.ReadOnly)
+      expect(yield* B.acquire("a", 2).pipe(Effect.provide(merged))).toEqual(TokenBucket.Admission.Allowed({ remaining: 3 }))
+    }))
+
+  it.live("two sibling write grants: the later counts at run time, as documented, and the die names what is missing", () =>
+    Effect.gen(function*() {
+      const B = TokenBucket.make<string>(freshNamespace(), 5, Rate.perSecond(1))
+      const merged = Layer.mergeAll(Redis.layer({ url: redisUrl }), Capability.layer({ write: [Other] }))
+      const exit = yield* Effect.exit(B.acquire("a", 1).pipe(Effect.provide(merged)))
+      expect(dieMessage(exit)).toContain("needs to write TokenBucket")
+      // Nested instead, the grants add up.
+      const nested = B.acquire("a", 1).pipe(
+        Effect.provide(Capability.layer({ write: [Other] })),
+        Effect.provide(Redis.layer({ url: redisUrl }))
+      )
+      expect(yield* nested).toEqual(TokenBucket.Admission.Allowed({ remaining: 4 }))
+    }))
+})
 
 layer(Redis.layerReadOnly({ url: redisUrl }), { excludeTestServices: true })("capabilities at run time", (it) => {
   it.effect("a write forced through a cast under the read-only capability dies, naming what is missing", () =>

@@ -72,6 +72,18 @@ layer(RedisLive, { excludeTestServices: true })("Lock on Redis", (it) => {
       expect(yield* second.release).toBe(true)
     }))
 
+  it.scoped("one tryLock value run twice draws two secrets: the stale first token cannot touch the second", () =>
+    Effect.gen(function*() {
+      const ns = freshNamespace()
+      const get = Lock.make<string>(ns, "30 seconds").tryLock("a")
+      const first = some(yield* get)
+      yield* raw((c) => c.del(ownerKey(ns, "a")))
+      const second = some(yield* get)
+      expect(yield* first.extend).toBe(false)
+      expect(yield* first.release).toBe(false)
+      expect(yield* second.release).toBe(true)
+    }))
+
   it.scoped("a lease under a millisecond counts as one", () =>
     Effect.gen(function*() {
       const ns = freshNamespace()

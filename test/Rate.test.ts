@@ -53,6 +53,13 @@ describe("TokenBucket.make", () => {
     }
   })
 
+  it("throws on a rate not made by Rate.make, and on a bucket that would take over 1e14 ms to fill", () => {
+    const forged = { tokens: 0, period: Duration.seconds(1), periodMicros: 1_000_000 } as unknown as Rate.Rate
+    expect(() => TokenBucket.make("x", 5, forged)).toThrow(/needs a rate made by Rate.make/)
+    expect(() => TokenBucket.make("x", 20_000, Rate.make(1, Duration.days(100_000)))).toThrow(/more than 1e14 ms/)
+    expect(TokenBucket.make("x", 1_000, Rate.make(1, Duration.days(1_000))).capacity).toBe(1_000)
+  })
+
   it("throws on a namespace that is not a short word", () => {
     for (const namespace of ["", "a:b", "{tag}", "has space"]) {
       expect(() => TokenBucket.make(namespace, 1, Rate.perSecond(1))).toThrow(/namespace must be a non-empty string/)

@@ -1,6 +1,6 @@
 import { createServer, type Server, type Socket } from "node:net"
 import { describe, expect, it } from "@effect/vitest"
-import { ConfigProvider, Effect, Exit, Layer } from "effect"
+import { ConfigProvider, Effect, Exit, Layer, Scope } from "effect"
 import { Redis as IORedis } from "ioredis"
 import { Rate, Redis, TokenBucket } from "wakuwaku"
 import * as RedisServer from "wakuwaku/RedisServer"
@@ -19,7 +19,11 @@ const failureOf = <A, E>(exit: Exit.Exit<A, E>): E => {
 const silentServer = Effect.acquireRelease(
   Effect.async<{ server: Server; sockets: Set<Socket>; port: number }>((resume) => {
     const sockets = new Set<Socket>()
-    const server = createServer((socket) => sockets.add(socket))
+    // It reads (and drops) what it is sent, so it sees the client close.
+    const server = createServer((socket) => {
+      sockets.add(socket)
+      socket.resume()
+    })
     server.listen(0, "127.0.0.1", () => {
       const address = server.address()
       resume(Effect.succeed({ server, sockets, port: typeof address === "object" && address ? address.port : 0 }))
@@ -95,7 +99,71 @@ describe("Redis", () => {
       expect(yield* redis.command("SCRIPT", ["FLUSH"])).toBe("OK")
       expect(yield* B.acquire("a", 1)).toEqual(TokenBucket.Admission.Allowed({ remaining: 3 }))
       expect(yield* B.acquire("a", 1)).toEqual(TokenBucket.Admission.Allowed({ remaining: 2 }))
-    }).pipe(Effect.provide(Redis.layer({ url: redisUrl }))))
+      // A server of its own: SCRIPT FLUSH empties the cache of every client of a server.
+    }).pipe(Effect.provide(RedisServer.layer())))
+
+  it.live("closing the scope quits within quitTimeout, even when the server does not answer", () =>
+    Effect.gen(function*() {
+      const server = yield* RedisServer.make()
+      const scope = yield* Scope.make()
+      const context = yield* Layer.buildWithScope(Redis.layer({ url: server.url, quitTimeout: "300 millis" }), scope)
+      expect(yield* bucket().acquire("a", 1).pipe(Effect.provide(context))).toEqual(
+        TokenBucket.Admission.Allowed({ remaining: 4 })
+      )
+      process.kill(server.pid, "SIGSTOP")
+      const started = performance.now()
+      yield* Scope.close(scope, Exit.void)
+      const elapsed = performance.now() - started
+      process.kill(server.pid, "SIGCONT")
+      expect(elapsed).toBeGreaterThanOrEqual(290)
+      expect(elapsed).toBeLessThan(1500)
+    }).pipe(Effect.scoped))
+
+  it.live("a layer build that is interrupted while connecting leaves no client behind", () =>
+    Effect.gen(function*() {
+      const { port, sockets } = yield* silentServer
+      const exit = yield* Effect.exit(
+        bucket().acquire("a", 1).pipe(
+          Effect.provide(Redis.layer({ url: `redis://127.0.0.1:${port}`, connectTimeout: "10 seconds" })),
+          Effect.timeout("200 millis")
+        )
+      )
+      expect(failureOf(exit)).toMatchObject({ _tag: "TimeoutException" })
+      // The client's socket closes: nothing keeps reconnecting.
+      yield* Effect.promise(() =>
+        Promise.all([...sockets].map((socket) => new Promise((resolve) => socket.closed ? resolve(0) : socket.once("close", resolve))))
+      )
+      expect([...sockets].every((socket) => socket.closed)).toBe(true)
+    }).pipe(Effect.scoped))
+
+  it.live("reasons: a script failure is Script, a write to a replica is ReadOnly, a full server is OutOfMemory", () =>
+    Effect.gen(function*() {
+      const primary = yield* RedisServer.make()
+      const replica = yield* RedisServer.make({ args: ["--replicaof", "127.0.0.1", String(primary.port)] })
+      const B = bucket()
+      const raw = new IORedis(primary.url)
+      yield* Effect.addFinalizer(() => Effect.sync(() => raw.disconnect()))
+      // A key of the wrong type where the bucket should be.
+      yield* Effect.promise(() => raw.hset(`@@wakuwaku:TokenBucket:${B.namespace}:hash`, "f", "v"))
+      const onPrimary = <A, E>(effect: Effect.Effect<A, E, TokenBucket.Requirements<"write">>) =>
+        effect.pipe(Effect.provide(Redis.layer({ url: primary.url })))
+      const script = yield* Effect.flip(onPrimary(B.acquire("hash", 1)))
+      expect(script).toMatchObject({ _tag: "RedisError", reason: "Script", operation: "script TokenBucket.acquire" })
+      expect(String(script.cause)).toContain("WRONGTYPE")
+      // A write forced onto a replica.
+      const unchecked = B.acquire("a", 1) as Effect.Effect<TokenBucket.Admission, Redis.RedisError, Redis.Redis>
+      const readOnly = yield* Effect.flip(
+        unchecked.pipe(Effect.provide(Redis.layerClient(new IORedis(replica.url, { lazyConnect: true }))))
+      )
+      expect(readOnly).toMatchObject({ _tag: "RedisError", reason: "ReadOnly" })
+      expect(readOnly.message).toContain("READONLY You can't write against a read only replica")
+      // Over maxmemory, with nothing to evict.
+      yield* Effect.promise(() => raw.set("filler", "x".repeat(1 << 20)))
+      yield* Effect.promise(() => raw.config("SET", "maxmemory", "1"))
+      const oom = yield* Effect.flip(onPrimary(B.acquire("b", 1)))
+      expect(oom).toMatchObject({ _tag: "RedisError", reason: "OutOfMemory" })
+      expect(oom.message).toContain("OOM command not allowed")
+    }).pipe(Effect.scoped))
 
   it.live("a server error reply is a typed RedisError carrying the command", () =>
     Effect.gen(function*() {

@@ -1,6 +1,6 @@
 /** Acquires made together on one connection are sent as one script call, and each still gets its own exact Admission. */
 import { layer } from "@effect/vitest"
-import { Duration, Effect, Option } from "effect"
+import { Duration, Effect, Either, Option } from "effect"
 import { expect } from "vitest"
 import { Rate, Redis, TokenBucket } from "wakuwaku"
 import * as RedisServer from "wakuwaku/RedisServer"
@@ -51,5 +51,28 @@ layer(RedisServer.layer(), { excludeTestServices: true })("TokenBucket batching"
       )
       expect(admissions.map((a) => a._tag === "Allowed" ? a.remaining : Option.getOrNull(a.retryAfter) === null ? "never" : "wait"))
         .toEqual([1, 400, 0, "wait", 0, "never", 1000, 0])
+    }))
+
+  it.effect("a call that fails inside a batch fails alone and takes nothing; the others are answered", () =>
+    Effect.gen(function*() {
+      const B = TokenBucket.make<string>("batch-fail", 5, Rate.make(1, "1 hour"))
+      const redis = yield* Redis.Redis
+      // A key of the wrong type where a bucket should be.
+      yield* redis.command("HSET", ["@@wakuwaku:TokenBucket:batch-fail:broken", "f", "v"])
+      yield* redis.command("PEXPIRE", ["@@wakuwaku:TokenBucket:batch-fail:broken", 60_000])
+      const before = yield* evalshaCalls
+      const [first, broken, last] = yield* Effect.all(
+        [B.acquire("x", 2), B.acquire("broken", 1), B.acquire("y", 3)].map(Effect.either),
+        { concurrency: "unbounded" }
+      )
+      expect(first).toEqual(Either.right(TokenBucket.Admission.Allowed({ remaining: 3 })))
+      expect(last).toEqual(Either.right(TokenBucket.Admission.Allowed({ remaining: 2 })))
+      const error = Either.getOrThrow(Either.flip(broken!))
+      expect(error).toMatchObject({ _tag: "RedisError", reason: "Script", operation: "script TokenBucket.acquire" })
+      expect(String(error.cause)).toContain("WRONGTYPE")
+      expect((yield* evalshaCalls) - before).toBe(2)
+      // Each of the others took its tokens exactly once.
+      expect(yield* B.peek("x")).toBe(3)
+      expect(yield* B.peek("y")).toBe(2)
     }))
 })

@@ -68,8 +68,6 @@ describe(`TokenBucket across ${PROCESSES} OS processes`, () => {
     // Counting the half taken here: never more than capacity plus the refill over the measured interval.
     const bound = capacity + Math.floor((ended - started) * perSecond / 1_000_000)
     expect(admitted + capacity / 2).toBeLessThanOrEqual(bound)
-    // The processes were busy throughout, so the bucket was drained: what is left is under one token.
-    expect(last.tokens).toBeLessThan(1)
     console.info(
       `fast refill: ${capacity / 2} + ${admitted} admitted in ${(ended - started) / 1000} ms server time; ` +
         `capacity ${capacity} + refill ${refilled.toFixed(3)} - left ${last.tokens.toFixed(3)}; bound ${bound}; ` +

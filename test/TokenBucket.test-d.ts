@@ -79,8 +79,10 @@ describe("TokenBucket requirements", () => {
   })
 
   it("names are typed", () => {
+    expectTypeOf(LOGINS.acquire).parameter(0).toEqualTypeOf<string>()
     // @ts-expect-error a string bucket takes string names
     LOGINS.acquire(5, 1)
+    expectTypeOf(EXPORT_ROWS.acquire).parameter(0).toEqualTypeOf<number>()
     // @ts-expect-error a number bucket takes number names
     EXPORT_ROWS.acquire("tenant", 1)
     const BYTES = TokenBucket.make<Uint8Array>("bytes", 1, Rate.perSecond(1))

@@ -5,6 +5,7 @@
  */
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
 import type * as Capability from "../Capability.js"
 import * as Redis from "../Redis.js"
 import { allows, readTag, violation, writeTag } from "./capability.js"
@@ -15,7 +16,7 @@ export const write = <E extends Capability.AnyEntity, A, Err>(
   f: (redis: Redis.Redis) => Effect.Effect<A, Err>
 ): Effect.Effect<A, Err, Redis.Redis | Capability.Write<E>> =>
   Effect.contextWithEffect((context: Context.Context<Redis.Redis | Capability.Write<E>>) => {
-    const grant = Context.unsafeGet(context, writeTag<E>())
+    const grant = Option.getOrUndefined(Context.getOption(context, writeTag<E>()))
     return allows(grant, entity.kind) ? f(Context.unsafeGet(context, Redis.Redis)) : violation("write", entity.kind, grant)
   })
 
@@ -25,6 +26,6 @@ export const read = <E extends Capability.AnyEntity, A, Err>(
   f: (redis: Redis.Redis) => Effect.Effect<A, Err>
 ): Effect.Effect<A, Err, Redis.Redis | Capability.Read<E>> =>
   Effect.contextWithEffect((context: Context.Context<Redis.Redis | Capability.Read<E>>) => {
-    const grant = Context.unsafeGet(context, readTag<E>())
+    const grant = Option.getOrUndefined(Context.getOption(context, readTag<E>()))
     return allows(grant, entity.kind) ? f(Context.unsafeGet(context, Redis.Redis)) : violation("read", entity.kind, grant)
   })

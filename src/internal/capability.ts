@@ -42,23 +42,33 @@ const grantLayer = (tag: Context.Tag<unknown, Grant>, kinds: Kinds) =>
     }))
   )
 
-/** @internal */
+/**
+ * @internal Installs only the tags it grants something for, so that merged with a sibling that grants
+ * the other access (`Layer.merge(Capability.layer({ write }), Redis.layerReadOnly())`) neither erases
+ * the other. Two siblings that both grant writes still share the one Write tag, and the later wins:
+ * grants combine by nesting, which the module doc says.
+ */
 export const layer = <Granted>(
   read: "all" | ReadonlyArray<Capability.AnyEntity>,
   write: "all" | ReadonlyArray<Capability.AnyEntity>
-): Layer.Layer<Granted> =>
-  Layer.merge(
-    grantLayer(readTag() as Context.Tag<unknown, Grant>, kindsOf(read)),
-    grantLayer(writeTag() as Context.Tag<unknown, Grant>, kindsOf(write))
-  ) as Layer.Layer<unknown> as Layer.Layer<Granted>
+): Layer.Layer<Granted> => {
+  const layers = [
+    ...(read === "all" || read.length > 0 ? [grantLayer(readTag() as Context.Tag<unknown, Grant>, kindsOf(read))] : []),
+    ...(write === "all" || write.length > 0 ? [grantLayer(writeTag() as Context.Tag<unknown, Grant>, kindsOf(write))] : [])
+  ]
+  return (layers.length === 0 ? Layer.empty : Layer.mergeAll(...(layers as [Layer.Layer<unknown>]))) as Layer.Layer<
+    unknown
+  > as Layer.Layer<Granted>
+}
 
 /** @internal */
-export const allows = (grant: Grant, kind: string): boolean => grant.kinds === "all" || grant.kinds.has(kind)
+export const allows = (grant: Grant | undefined, kind: string): boolean =>
+  grant !== undefined && (grant.kinds === "all" || grant.kinds.has(kind))
 
 /** @internal The defect of a violated grant, which only a cast can cause. */
-export const violation = (verb: "read" | "write", kind: string, grant: Grant): Effect.Effect<never> =>
+export const violation = (verb: "read" | "write", kind: string, grant: Grant | undefined): Effect.Effect<never> =>
   Effect.dieMessage(
     `wakuwaku: this operation needs to ${verb} ${kind}, but the capability in scope does not grant it ` +
-      `(granted: ${grant.kinds === "all" ? "all" : [...grant.kinds].join(", ") || "nothing"}). ` +
+      `(granted: ${grant === undefined ? "nothing" : grant.kinds === "all" ? "all" : [...grant.kinds].join(", ") || "nothing"}). ` +
       `A cast has hidden a missing Capability.${verb === "read" ? "Read" : "Write"}<${kind}> from the compiler.`
   )

@@ -3,7 +3,8 @@
  * fallback, and batching of concurrent script calls.
  */
 import * as Effect from "effect/Effect"
-import type { Cluster, Redis as IORedis } from "ioredis"
+import keySlot from "cluster-key-slot"
+import { Cluster, type Redis as IORedis } from "ioredis"
 import * as Redis from "../Redis.js"
 import { redisError } from "./errors.js"
 
@@ -49,6 +50,8 @@ const isNoScript = (cause: unknown) => cause instanceof Error && cause.message.s
 interface Batch {
   readonly keys: Array<string>
   readonly args: Array<string>
+  /** How many ARGV each call brought. */
+  readonly argCounts: Array<number>
   /** Where each call's reply goes; unset once the call is interrupted. */
   readonly resumes: Array<Resume | undefined>
   sent: boolean
@@ -58,10 +61,11 @@ interface Batch {
  * @internal The service over a client.
  *
  * - `deadlines`, when given, bounds how long a call waits for its reply.
- * - A script with a `many` variant is batched: calls made in the same turn of the event loop (while
- *   replies to earlier calls are being handled, say) are queued and sent, at the end of that turn, as
- *   one call of `many`, whose reply holds one reply per call, in order. A lone call is sent as the
- *   script itself. A call interrupted before its batch is sent is left out of it.
+ * - A script with a `many` variant is batched: calls made while others are in flight on the
+ *   connection, in the same turn of the event loop, are queued and sent at the end of that turn as one
+ *   call of `many` (on a cluster, one per hash slot), whose reply holds one reply (or error) per call,
+ *   in order. A call on an idle connection is sent at once, as the script itself. A call interrupted
+ *   before its batch is sent is left out of it.
  */
 export const make = (client: IORedis | Cluster, deadlines?: Deadlines): Redis.Redis => {
   /** Requests sent and not yet answered. */
@@ -109,35 +113,59 @@ export const make = (client: IORedis | Cluster, deadlines?: Deadlines): Redis.Re
       settle
     )
 
-  const open = new Map<Redis.Script, Batch>()
+  /** Open batches by script, and on a cluster by hash slot too: one script call runs on one node. */
+  const open = new Map<Redis.Script, Map<number, Batch>>()
+  const slotOf = client instanceof Cluster ? (keys: ReadonlyArray<string>) => keySlot(keys[0]!) : () => 0
 
-  const flush = (script: Redis.Script, batch: Batch) => {
+  const flush = (script: Redis.Script, slot: number, batch: Batch) => {
     if (batch.sent) return
     batch.sent = true
-    if (open.get(script) === batch) open.delete(script)
+    const bySlot = open.get(script)
+    if (bySlot?.get(slot) === batch) bySlot.delete(slot)
     let { args, keys, resumes } = batch
     if (resumes.includes(undefined)) {
-      // Leave out the calls interrupted while they waited (each has script.keys keys, args.length / n args).
-      const perArgs = args.length / resumes.length
-      const kept = resumes.flatMap((resume, i) => resume ? [i] : [])
-      keys = kept.flatMap((i) => keys.slice(i * script.keys, (i + 1) * script.keys))
-      args = kept.flatMap((i) => args.slice(i * perArgs, (i + 1) * perArgs))
-      resumes = kept.map((i) => resumes[i])
+      // Leave out the calls interrupted while they waited.
+      const kept: { keys: Array<string>; args: Array<string>; resumes: Array<Resume> } = { keys: [], args: [], resumes: [] }
+      let argAt = 0
+      batch.resumes.forEach((resume, i) => {
+        const count = batch.argCounts[i]!
+        if (resume) {
+          kept.keys.push(...keys.slice(i * script.keys, (i + 1) * script.keys))
+          kept.args.push(...args.slice(argAt, argAt + count))
+          kept.resumes.push(resume)
+        }
+        argAt += count
+      })
+      ;({ args, keys, resumes } = kept)
     }
     if (resumes.length === 0) return
-    const many = resumes.length > 1 ? script.many! : script
-    sendScript(many, keys, args, (outcome) => {
+    const alone = resumes.length === 1
+    const sent = alone ? script : script.many!
+    sendScript(sent, keys, args, (outcome) => {
+      // Failures name the script the caller ran, not its batch; one raised inside it is a Script failure.
+      const fail = (cause: unknown) => {
+        const error = redisError(`script ${script.name}`, cause)
+        return Effect.fail(
+          error.reason === "Server" ? new Redis.RedisError({ reason: "Script", operation: error.operation, cause }) : error
+        )
+      }
       if ("error" in outcome) {
-        for (const resume of resumes) resume?.(Effect.fail(outcome.error))
-      } else if (resumes.length === 1) {
+        const { cause, reason } = outcome.error
+        const error = new Redis.RedisError({ reason, operation: `script ${script.name}`, cause })
+        for (const resume of resumes) resume?.(Effect.fail(error))
+      } else if (alone) {
         resumes[0]?.(Effect.succeed(outcome.reply))
       } else if (Array.isArray(outcome.reply) && outcome.reply.length === resumes.length) {
+        // Each call gets its own reply, or its own error: the batch script runs each call protected.
         const replies: ReadonlyArray<unknown> = outcome.reply
-        for (let i = 0; i < resumes.length; i++) resumes[i]?.(Effect.succeed(replies[i]))
+        for (let i = 0; i < resumes.length; i++) {
+          const reply = replies[i]
+          resumes[i]?.(reply instanceof Error ? fail(reply) : Effect.succeed(reply))
+        }
       } else {
         const error = new Redis.RedisError({
           reason: "Reply",
-          operation: `script ${many.name}`,
+          operation: `script ${sent.name}`,
           cause: new Error(`expected ${resumes.length} replies, got ${JSON.stringify(outcome.reply)}`)
         })
         for (const resume of resumes) resume?.(Effect.fail(error))
@@ -147,22 +175,26 @@ export const make = (client: IORedis | Cluster, deadlines?: Deadlines): Redis.Re
 
   const batched = (script: Redis.Script, keys: ReadonlyArray<string>, args: ReadonlyArray<string>) =>
     Effect.async<unknown, Redis.RedisError>((resume) => {
-      let batch = open.get(script)
+      const slot = slotOf(keys)
+      let bySlot = open.get(script)
+      let batch = bySlot?.get(slot)
       if (batch === undefined && inFlight === 0) {
         // Nothing to wait for: an idle connection sends a lone call at once.
         return sendScript(script, keys, args, (outcome) => resume(toEffect(outcome)))
       }
       if (batch === undefined) {
-        const fresh: Batch = { keys: [], args: [], resumes: [], sent: false }
-        open.set(script, fresh)
-        queueMicrotask(() => flush(script, fresh))
+        const fresh: Batch = { keys: [], args: [], argCounts: [], resumes: [], sent: false }
+        if (bySlot === undefined) open.set(script, bySlot = new Map())
+        bySlot.set(slot, fresh)
+        queueMicrotask(() => flush(script, slot, fresh))
         batch = fresh
       }
       const index = batch.resumes.push(resume) - 1
       for (const key of keys) batch.keys.push(key)
       for (const arg of args) batch.args.push(arg)
+      batch.argCounts.push(args.length)
       // A full batch goes at once and the next call opens another, so batches overlap with the server's work.
-      if (batch.resumes.length === MAX_BATCH) flush(script, batch)
+      if (batch.resumes.length === MAX_BATCH) flush(script, slot, batch)
       const resumes = batch.resumes
       return Effect.sync(() => {
         resumes[index] = undefined
@@ -172,8 +204,11 @@ export const make = (client: IORedis | Cluster, deadlines?: Deadlines): Redis.Re
   return {
     [Redis.TypeId]: Redis.TypeId,
     script: (script, keys, args) =>
-      keys.length !== script.keys
-        ? Effect.dieMessage(`wakuwaku: script ${script.name} declares ${script.keys} keys, got ${keys.length}`)
+      (script.variadic ? keys.length === 0 || keys.length % script.keys !== 0 : keys.length !== script.keys)
+        ? Effect.dieMessage(
+          `wakuwaku: script ${script.name} declares ${script.keys} keys${script.variadic ? " per call" : ""}, ` +
+            `got ${keys.length}`
+        )
         : script.many !== undefined
         ? batched(script, keys, args)
         : Effect.async((resume) => sendScript(script, keys, args, (outcome) => resume(toEffect(outcome)))),

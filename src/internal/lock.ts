@@ -110,9 +110,10 @@ class LockImpl<Name extends Redis.KeyName> implements Lock.Lock<Name> {
     if (Either.isLeft(encoded)) return Effect.fail(encoded.left)
     const owner = key.taggedKey(KIND, this.namespace, encoded.right, "owner")
     const fenceKey = key.taggedKey(KIND, this.namespace, encoded.right, "fence")
-    const secret = lease.secret()
-    return access.write(Lock.entity, (redis) =>
-      redis.script(ACQUIRE, [owner, fenceKey], [secret, this.leaseMillis]).pipe(
+    return access.write(Lock.entity, (redis) => {
+      // A fresh secret each time the Effect runs, not when it is built: one value may run many times.
+      const secret = lease.secret()
+      return redis.script(ACQUIRE, [owner, fenceKey], [secret, this.leaseMillis]).pipe(
         Effect.flatMap(fenceOf(`script ${ACQUIRE.name}`)),
         Effect.map(Option.map((fence): Lock.LockToken =>
           new lease.Token(
@@ -126,7 +127,8 @@ class LockImpl<Name extends Redis.KeyName> implements Lock.Lock<Name> {
               Effect.flatMap(redis.script(EXTEND, [owner], [secret, this.leaseMillis]), flag(`script ${EXTEND.name}`)))
           ) as Lock.LockToken
         ))
-      ))
+      )
+    })
   }
 
   toString() {
@@ -146,9 +148,9 @@ export const renewal = (ttl: Duration.Duration, options: Lock.Options | undefine
 
 /** @internal */
 export const scoped = <Name extends Redis.KeyName>(lock: Lock.Lock<Name>, name: Name, options: Lock.Options | undefined) => {
-  const encoded = encode(`Lock(${lock.namespace})`, "scoped", name)
-  if (Either.isLeft(encoded)) return Effect.fail(encoded.left)
   const label = `Lock(${lock.namespace})`
+  const encoded = encode(label, "withLock", name)
+  if (Either.isLeft(encoded)) return Effect.fail(encoded.left)
   const lostError = (token: Lock.LockToken) => (reason: Lock.LockLost["reason"]) =>
     new Lock.LockLost({ lock: label, name: encoded.right, fence: token.fence, reason })
   return Effect.flatMap(

@@ -3,6 +3,7 @@ import { createHash } from "node:crypto"
 import * as Config from "effect/Config"
 import type * as ConfigError from "effect/ConfigError"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import { Redis as IORedis } from "ioredis"
 import type { Cluster, RedisOptions } from "ioredis"
@@ -17,8 +18,14 @@ export const script = (options: {
   readonly name: string
   readonly lua: string
   readonly keys: number
+  readonly variadic?: boolean | undefined
   readonly many?: Redis.Script | undefined
-}): Redis.Script => Object.freeze({ ...options, sha1: createHash("sha1").update(options.lua).digest("hex") })
+}): Redis.Script => {
+  if (options.many !== undefined && options.many.variadic !== true) {
+    throw new TypeError(`wakuwaku: script ${options.name}: its many variant ${options.many.name} must be variadic`)
+  }
+  return Object.freeze({ ...options, sha1: createHash("sha1").update(options.lua).digest("hex") })
+}
 
 /** @internal Wraps a client the caller owns, with the client's own options. */
 export const make = (client: IORedis | Cluster): Redis.Redis => client_.make(client)
@@ -43,6 +50,15 @@ export const clientOptions = (options: Redis.Options): RedisOptions => {
   }
 }
 
+/**
+ * Stops a client for good. `disconnect` only half-closes the socket (FIN), which a hung server never
+ * answers, so the socket would linger and keep the process alive: destroy it too.
+ */
+const drop = (client: IORedis) => {
+  client.disconnect()
+  client.stream?.destroy()
+}
+
 /** @internal An owned client: connected in the scope, quit (with a timeout) when it closes. */
 export const acquireClient = (options: Redis.Options) =>
   Effect.acquireRelease(
@@ -61,15 +77,18 @@ export const acquireClient = (options: Redis.Options) =>
           duration: timeout,
           onTimeout: () => redisError("connect", new Error(`connect ETIMEDOUT: not ready within ${timeout} ms`))
         }),
-        Effect.tapError(() => Effect.sync(() => client.disconnect())),
+        // Failed, timed out or interrupted: stop the client, or it would go on reconnecting.
+        Effect.onExit((exit) => Exit.isSuccess(exit) ? Effect.void : Effect.sync(() => drop(client))),
         Effect.as(client)
       )
     }),
     (client) =>
       Effect.tryPromise(() => client.quit()).pipe(
+        // Finalizers run uninterruptibly; the wait for QUIT's reply must be cut short by the timeout.
+        Effect.interruptible,
         Effect.timeout(options.quitTimeout ?? defaults.quitTimeout),
         Effect.ignore,
-        Effect.ensuring(Effect.sync(() => client.disconnect()))
+        Effect.ensuring(Effect.sync(() => drop(client)))
       )
   )
 

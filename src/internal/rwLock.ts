@@ -156,9 +156,10 @@ class RwLockImpl<Name extends Redis.KeyName> implements RwLock.RwLock<Name> {
     const keys = this.keys("tryRead", name)
     if (Either.isLeft(keys)) return Effect.fail(keys.left)
     const { intent, name: encoded, readers, writer } = keys.right
-    const secret = lease.secret()
-    return access.write(entity, (redis) =>
-      redis.script(READ, [writer, readers, intent], [secret, this.leaseMillis]).pipe(
+    return access.write(entity, (redis) => {
+      // A fresh secret each time the Effect runs, not when it is built: one value may run many times.
+      const secret = lease.secret()
+      return redis.script(READ, [writer, readers, intent], [secret, this.leaseMillis]).pipe(
         Effect.flatMap(flag(`script ${READ.name}`)),
         Effect.map((granted) =>
           granted
@@ -179,7 +180,8 @@ class RwLockImpl<Name extends Redis.KeyName> implements RwLock.RwLock<Name> {
             )
             : Option.none()
         )
-      ))
+      )
+    })
   }
 
   /** @internal `intend`: leave a writer intent when refused (a waiting writer). */
@@ -219,7 +221,7 @@ class RwLockImpl<Name extends Redis.KeyName> implements RwLock.RwLock<Name> {
   readonly tryWrite = (
     name: Name
   ): Effect.Effect<Option.Option<RwLock.WriteToken>, Redis.RedisError | Redis.InvalidInput, RwLock.Requirements> =>
-    this.write(name, "tryWrite", false, lease.secret())
+    Effect.suspend(() => this.write(name, "tryWrite", false, lease.secret()))
 
   /** @internal Withdraws the intent `secret` may have left. */
   withdraw(name: Name, secret: string): Effect.Effect<void, never, RwLock.Requirements> {
@@ -246,7 +248,7 @@ const held = <Name extends Redis.KeyName, T extends lease.Lease<RwLock.Requireme
   fence: (token: T) => bigint | undefined
 ) => {
   const label = `RwLock(${rw.namespace}).${side}`
-  const encoded = encode(label, side, name)
+  const encoded = encode(`RwLock(${rw.namespace})`, side === "read" ? "withRead" : "withWrite", name)
   if (Either.isLeft(encoded)) return Effect.fail(encoded.left)
   return Effect.flatMap(
     lease.acquire<T, Redis.RedisError | Redis.InvalidInput, RwLock.Requirements>(
@@ -268,16 +270,20 @@ export const scopedRead = <Name extends Redis.KeyName>(
   options: Lock.Options | undefined
 ) => held(rw, name, "read", options, rw.tryRead(name), () => undefined)
 
-/** @internal A waiting writer leaves an intent on each refused attempt, and withdraws it if it gives up. */
+/**
+ * @internal A waiting writer leaves an intent on each refused attempt, and withdraws it if it does not
+ * get in (gives up, fails or is interrupted). Its secret is drawn when the Effect runs.
+ */
 export const scopedWrite = <Name extends Redis.KeyName>(
   rw: RwLock.RwLock<Name>,
   name: Name,
   options: Lock.Options | undefined
-) => {
-  const impl = rw as RwLockImpl<Name>
-  const secret = lease.secret()
-  const waits = (options?.acquire ?? Lock.wait())._tag === "Wait"
-  return held(rw, name, "write", options, impl.write(name, "write", waits, secret), (token) => token.fence).pipe(
-    Effect.tapError(() => waits ? impl.withdraw(name, secret) : Effect.void)
-  )
-}
+) =>
+  Effect.suspend(() => {
+    const impl = rw as RwLockImpl<Name>
+    const secret = lease.secret()
+    const waits = (options?.acquire ?? Lock.wait())._tag === "Wait"
+    return held(rw, name, "write", options, impl.write(name, "withWrite", waits, secret), (token) => token.fence).pipe(
+      Effect.onError(() => waits ? impl.withdraw(name, secret) : Effect.void)
+    )
+  })

@@ -66,23 +66,32 @@ local function take(key, b, cost)
   else
     local ttl = math.ceil((capacity - tokens) * period / k / 1000)
     if ttl < 1 then ttl = 1 end
-    redis.call('SET', key, string.format('%.17g', tokens) .. ' ' .. string.format('%d', now), 'PX', ttl)
+    redis.call('SET', key, string.format('%.17g', tokens) .. ' ' .. string.format('%d', now), 'PX', string.format('%d', ttl))
   end
   return {allowed, retry, math.floor(tokens)}
 end
 `
 
 /**
- * @internal Many acquires at one server time, each as {@link ACQUIRE}, in order.
+ * @internal Many acquires at one server time, each as {@link ACQUIRE}, in order, each protected: one
+ * that fails (a key of the wrong type, say) takes nothing and fails alone.
  * KEYS[i] the bucket of call i; ARGV[2i-1] its shape, ARGV[2i] its cost.
- * Returns one {allowed, retry_ms, remaining} per call.
+ * Returns one {allowed, retry_ms, remaining}, or an error reply, per call.
  */
 export const ACQUIRE_MANY = Redis.script({
   name: "TokenBucket.acquireMany",
   keys: 1,
+  variadic: true,
   lua: `${FUNCTIONS}local replies = {}
 for i = 1, #KEYS do
-  replies[i] = take(KEYS[i], shape(ARGV[2 * i - 1]), tonumber(ARGV[2 * i]))
+  local ok, reply = pcall(take, KEYS[i], shape(ARGV[2 * i - 1]), tonumber(ARGV[2 * i]))
+  if ok then
+    replies[i] = reply
+  elseif type(reply) == 'table' and reply.err then
+    replies[i] = reply
+  else
+    replies[i] = redis.error_reply(tostring(reply))
+  end
 end
 return replies
 `
@@ -193,6 +202,8 @@ const decodeAdmission = (reply: unknown): Effect.Effect<TokenBucket.Admission, R
   return Effect.fail(unexpected(`script ${ACQUIRE.name}`, reply))
 }
 
+const MAX_FILL_MICROS = 1e17
+
 /** @internal */
 export const make = <Name extends Redis.KeyName>(
   namespace: string,
@@ -205,8 +216,15 @@ export const make = <Name extends Redis.KeyName>(
       `wakuwaku: TokenBucket(${namespace}) capacity must be a non-negative safe integer, got ${String(capacity)}`
     )
   }
-  if (typeof rate !== "object" || rate === null || !Number.isSafeInteger(rate.periodMicros)) {
+  if (!Rate.isRate(rate)) {
     throw new TypeError(`wakuwaku: TokenBucket(${namespace}) needs a rate made by Rate.make or Rate.perSecond`)
+  }
+  // Times in the script (the TTL, retryAfter) stay whole milliseconds that Lua prints exactly.
+  if (capacity * rate.periodMicros / rate.tokens > MAX_FILL_MICROS) {
+    throw new RangeError(
+      `wakuwaku: TokenBucket(${namespace}) would take more than 1e14 ms (about 3000 years) to fill: ` +
+        `capacity ${capacity} at ${String(rate)}`
+    )
   }
   return new BucketImpl<Name>(namespace, capacity, rate)
 }
