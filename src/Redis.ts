@@ -49,6 +49,7 @@ import * as Data from "effect/Data"
 import type * as Duration from "effect/Duration"
 import type * as Effect from "effect/Effect"
 import type * as Layer from "effect/Layer"
+import type * as Scope from "effect/Scope"
 import type { Cluster, Redis as IORedis, RedisOptions } from "ioredis"
 import type * as Capability from "./Capability.js"
 import * as internal from "./internal/redis.js"
@@ -135,6 +136,24 @@ export interface Redis {
   /**
    * Runs one plain command, such as `DEL` or `PTTL`.
    */
+  readonly command: (name: string, args: ReadonlyArray<string | number>) => Effect.Effect<unknown, RedisError>
+  /**
+   * A connection of its own for blocking commands (BLMOVE), held for the scope: a blocking command on
+   * the shared connection would stall every other command behind it. It has no command deadline.
+   */
+  readonly dedicated: Effect.Effect<Dedicated, RedisError, Scope.Scope>
+}
+
+/**
+ * A dedicated connection.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Dedicated {
+  /** The connection's id on the server (`CLIENT ID`), for `CLIENT KILL ID` from another connection. */
+  readonly id: number
+  /** Runs one command on this connection, with no deadline: a blocking command waits as long as it says. */
   readonly command: (name: string, args: ReadonlyArray<string | number>) => Effect.Effect<unknown, RedisError>
 }
 

@@ -3,6 +3,7 @@ import { layer } from "@effect/vitest"
 import { Deferred, Duration, Effect, Exit, Fiber, Option } from "effect"
 import { expect } from "vitest"
 import { Lock, Redis } from "wakuwaku"
+import * as RedisServer from "wakuwaku/RedisServer"
 import { freshNamespace, keysMatching, rawClient, RedisLive } from "./support/redis.js"
 
 const ownerKey = (ns: string, name: string) => `@@wakuwaku:Lock:{${ns}:${name}}:owner`
@@ -180,7 +181,7 @@ layer(RedisLive, { excludeTestServices: true })("Lock on Redis", (it) => {
       expect(yield* Deferred.isDone(interrupted)).toBe(true)
     }))
 
-  it.scoped("renewals paused past the lease: LockLost, and the body is interrupted", () =>
+  it.scoped("renewals paused past the lease: LockLost (Unconfirmed, known without asking), and the body is interrupted", () =>
     Effect.gen(function*() {
       const ns = freshNamespace()
       const L = Lock.make<string>(ns, "100 millis")
@@ -190,8 +191,31 @@ layer(RedisLive, { excludeTestServices: true })("Lock on Redis", (it) => {
           Effect.never.pipe(Effect.onInterrupt(() => Deferred.succeed(interrupted, undefined)))
         )
       )
-      expect(error).toMatchObject({ _tag: "LockLost", reason: "Expired" })
+      // The renewal is due after the lease has run out: nothing a late answer could confirm.
+      expect(error).toMatchObject({ _tag: "LockLost", reason: "Unconfirmed" })
       expect(yield* Deferred.isDone(interrupted)).toBe(true)
+    }))
+
+  it.scoped("a Redis that stops answering: LockLost (Unconfirmed) by the end of the lease, not after the command timeout", () =>
+    Effect.gen(function*() {
+      const server = yield* RedisServer.make()
+      const L = Lock.make<string>(freshNamespace(), "300 millis")
+      const started = yield* Deferred.make<void>()
+      const fiber = yield* Effect.fork(
+        Lock.withLock(L, "a")(Effect.zipRight(Deferred.succeed(started, undefined), Effect.never)).pipe(
+          Effect.provide(Redis.layer({ url: server.url, commandTimeout: "10 seconds", quitTimeout: "10 millis" }))
+        )
+      )
+      yield* Deferred.await(started)
+      process.kill(server.pid, "SIGSTOP")
+      const stopped = performance.now()
+      const error = yield* Effect.flip(Fiber.join(fiber))
+      const waited = performance.now() - stopped
+      process.kill(server.pid, "SIGCONT")
+      expect(error).toMatchObject({ _tag: "LockLost", reason: "Unconfirmed" })
+      // At most one lease after the last confirmed renewal, which was at most a third of a lease ago;
+      // the release at the end waits at most one lease more for the silent server.
+      expect(waited).toBeLessThan(300 + 300 + 300)
     }))
 
   it.scoped("acquisition policies: tryOnce fails with LockUnavailable; wait gives up at its deadline or gets in", () =>

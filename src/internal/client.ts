@@ -3,6 +3,7 @@
  * fallback, and batching of concurrent script calls.
  */
 import * as Effect from "effect/Effect"
+import type * as Scope from "effect/Scope"
 import keySlot from "cluster-key-slot"
 import { Cluster, type Redis as IORedis } from "ioredis"
 import * as Redis from "../Redis.js"
@@ -213,9 +214,41 @@ export const make = (client: IORedis | Cluster, deadlines?: Deadlines): Redis.Re
         ? batched(script, keys, args)
         : Effect.async((resume) => sendScript(script, keys, args, (outcome) => resume(toEffect(outcome)))),
     command: (name, args) =>
-      Effect.async((resume) => send(() => name, () => client.call(name, ...args), undefined, (o) => resume(toEffect(o))))
+      Effect.async((resume) => send(() => name, () => client.call(name, ...args), undefined, (o) => resume(toEffect(o)))),
+    dedicated: dedicated(client)
   }
 }
+
+/** A duplicate of the client, connected for the scope, with its server-side id; dropped at the end. */
+const dedicated = (client: IORedis | Cluster): Effect.Effect<Redis.Dedicated, Redis.RedisError, Scope.Scope> =>
+  Effect.acquireRelease(
+    Effect.tryPromise({
+      try: async () => {
+        if (client instanceof Cluster) throw new Error("a dedicated connection on a cluster is not supported yet")
+        const connection = client.duplicate({ lazyConnect: true })
+        connection.on("error", () => {})
+        try {
+          await connection.connect()
+          return { connection, id: Number(await connection.client("ID")) }
+        } catch (cause) {
+          connection.disconnect()
+          throw cause
+        }
+      },
+      catch: (cause) => redisError("connect (dedicated)", cause)
+    }),
+    ({ connection }) =>
+      Effect.sync(() => {
+        connection.disconnect()
+        connection.stream?.destroy()
+      })
+  ).pipe(
+    Effect.map(({ connection, id }) => ({
+      id,
+      command: (name: string, args: ReadonlyArray<string | number>) =>
+        Effect.tryPromise({ try: () => connection.call(name, ...args), catch: (cause) => redisError(name, cause) })
+    }))
+  )
 
 type Outcome = { readonly reply: unknown } | { readonly error: Redis.RedisError }
 

@@ -9,7 +9,7 @@ import * as access from "./access.js"
 import { positive, toMillis } from "./duration.js"
 import * as key from "./key.js"
 import * as lease from "./lease.js"
-import { NOW_US } from "./lua.js"
+import { MANY } from "./lua.js"
 
 const KIND = "Lock"
 
@@ -26,26 +26,76 @@ redis.call('SET', KEYS[${fenceKey}], fence, 'PX', lease)
 `
 
 /**
+ * @internal The Lock functions: `grant(owner, fenceKey, token, lease)` takes the lock if free and
+ * returns its fence (a decimal string), or false when held; `free(owner, token)` deletes the lock if
+ * the token holds it (1 or 0); `renew(owner, token, lease)` restarts its lease if the token holds it
+ * (1 or 0). Leases are in ms; the fence starts from the server time in µs, read only on a grant.
+ */
+const FUNCTIONS = `local function grant(owner, fenceKey, token, lease)
+  if not redis.call('SET', owner, token, 'NX', 'PX', lease) then return false end
+  local t = redis.call('TIME')
+  local fence = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  local last = redis.call('GET', fenceKey)
+  if last and tonumber(last) >= fence then fence = tonumber(last) + 1 end
+  fence = string.format('%d', fence)
+  redis.call('SET', fenceKey, fence, 'PX', lease)
+  return fence
+end
+local function free(owner, token)
+  if redis.call('GET', owner) ~= token then return 0 end
+  redis.call('DEL', owner)
+  return 1
+end
+local function renew(owner, token, lease)
+  if redis.call('GET', owner) ~= token then return 0 end
+  redis.call('PEXPIRE', owner, lease)
+  return 1
+end
+`
+
+/** @internal {@link ACQUIRE} for many calls at once (batched). */
+export const ACQUIRE_MANY = Redis.script({
+  name: "Lock.acquireMany",
+  keys: 2,
+  variadic: true,
+  lua: `${FUNCTIONS}${MANY("grant", 2, 2)}`
+})
+
+/**
  * @internal Takes the lock if free. KEYS[1] the owner key, KEYS[2] the fence key; ARGV[1] the token,
  * ARGV[2] the lease (ms). Returns the fence (a decimal string) when granted, nil when held.
  */
 export const ACQUIRE = Redis.script({
   name: "Lock.acquire",
   keys: 2,
-  lua: `local lease = ARGV[2]
-if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', lease) then return false end
-${NOW_US}${FENCE(2)}return fence
+  many: ACQUIRE_MANY,
+  lua: `${FUNCTIONS}return grant(KEYS[1], KEYS[2], ARGV[1], ARGV[2])
 `
+})
+
+/** @internal {@link RELEASE} for many calls at once (batched). */
+export const RELEASE_MANY = Redis.script({
+  name: "Lock.releaseMany",
+  keys: 1,
+  variadic: true,
+  lua: `${FUNCTIONS}${MANY("free", 1, 1)}`
 })
 
 /** @internal Deletes the lock if the token holds it. KEYS[1] the owner key; ARGV[1] the token. Returns 1 or 0. */
 export const RELEASE = Redis.script({
   name: "Lock.release",
   keys: 1,
-  lua: `if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
-redis.call('DEL', KEYS[1])
-return 1
+  many: RELEASE_MANY,
+  lua: `${FUNCTIONS}return free(KEYS[1], ARGV[1])
 `
+})
+
+/** @internal {@link EXTEND} for many calls at once (batched). */
+export const EXTEND_MANY = Redis.script({
+  name: "Lock.extendMany",
+  keys: 1,
+  variadic: true,
+  lua: `${FUNCTIONS}${MANY("renew", 1, 2)}`
 })
 
 /**
@@ -55,9 +105,8 @@ return 1
 export const EXTEND = Redis.script({
   name: "Lock.extend",
   keys: 1,
-  lua: `if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
-return 1
+  many: EXTEND_MANY,
+  lua: `${FUNCTIONS}return renew(KEYS[1], ARGV[1], ARGV[2])
 `
 })
 
@@ -160,7 +209,8 @@ export const scoped = <Name extends Redis.KeyName>(lock: Lock.Lock<Name>, name: 
       lock.ttl,
       () => new Lock.LockUnavailable({ lock: label, name: encoded.right })
     ),
-    (token) => lease.hold<Lock.LockToken, Lock.Requirements>(token, lock.ttl, renewal(lock.ttl, options), lostError(token))
+    (granted) =>
+      lease.hold<Lock.LockToken, Lock.Requirements>(granted, lock.ttl, renewal(lock.ttl, options), lostError(granted.token))
   )
 }
 

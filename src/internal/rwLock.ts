@@ -257,9 +257,9 @@ const held = <Name extends Redis.KeyName, T extends lease.Lease<RwLock.Requireme
       rw.ttl,
       () => new Lock.LockUnavailable({ lock: label, name: encoded.right })
     ),
-    (token) =>
-      lease.hold<T, RwLock.Requirements>(token, rw.ttl, renewal(rw.ttl, options), (reason) =>
-        new Lock.LockLost({ lock: label, name: encoded.right, fence: fence(token), reason }))
+    (granted) =>
+      lease.hold<T, RwLock.Requirements>(granted, rw.ttl, renewal(rw.ttl, options), (reason) =>
+        new Lock.LockLost({ lock: label, name: encoded.right, fence: fence(granted.token), reason }))
   )
 }
 

@@ -9,7 +9,7 @@ import * as Redis from "../Redis.js"
 import type * as TokenBucket from "../TokenBucket.js"
 import * as access from "./access.js"
 import * as key from "./key.js"
-import { NOW_US } from "./lua.js"
+import { MANY, NOW_US } from "./lua.js"
 
 const KIND = "TokenBucket"
 
@@ -82,19 +82,8 @@ export const ACQUIRE_MANY = Redis.script({
   name: "TokenBucket.acquireMany",
   keys: 1,
   variadic: true,
-  lua: `${FUNCTIONS}local replies = {}
-for i = 1, #KEYS do
-  local ok, reply = pcall(take, KEYS[i], shape(ARGV[2 * i - 1]), tonumber(ARGV[2 * i]))
-  if ok then
-    replies[i] = reply
-  elseif type(reply) == 'table' and reply.err then
-    replies[i] = reply
-  else
-    replies[i] = redis.error_reply(tostring(reply))
-  end
-end
-return replies
-`
+  lua: `${FUNCTIONS}local function call(key, shapeArg, cost) return take(key, shape(shapeArg), tonumber(cost)) end
+${MANY("call", 1, 2)}`
 })
 
 /**
