@@ -21,7 +21,7 @@
  * They run by EVALSHA, and by EVAL once when the server answers NOSCRIPT (after a restart or a
  * `SCRIPT FLUSH`). Every key a script touches arrives through KEYS. Calls of a script that has a
  * `many` variant, made while other calls are in flight on the connection, are sent together as one
- * call of that variant (at most 64), each still getting its own reply; a lone call on an idle
+ * call of that variant (at most 32), each still getting its own reply; a lone call on an idle
  * connection goes at once.
  *
  * **Client defaults, chosen for a limiter** (each can be overridden in {@link Options}):
