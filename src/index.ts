@@ -11,6 +11,9 @@ export * as Capability from "./Capability.js"
 export * as Lock from "./Lock.js"
 
 /** @since 0.1.0 */
+export * as Pipe from "./Pipe.js"
+
+/** @since 0.1.0 */
 export * as Rate from "./Rate.js"
 
 /** @since 0.1.0 */

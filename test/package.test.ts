@@ -27,9 +27,9 @@ describe("package", () => {
     expect(existsSync(new URL("../dist/index.d.ts", import.meta.url))).toBe(true)
   })
 
-  it("the root exports the namespaces Capability, Lock, Rate, Redis, RwLock and TokenBucket", async () => {
+  it("the root exports the namespaces Capability, Lock, Pipe, Rate, Redis, RwLock and TokenBucket", async () => {
     const { stdout } = await node(`import("wakuwaku").then((m) => console.log(JSON.stringify(Object.keys(m))))`)
-    expect(JSON.parse(stdout)).toEqual(["Capability", "Lock", "Rate", "Redis", "RwLock", "TokenBucket"])
+    expect(JSON.parse(stdout)).toEqual(["Capability", "Lock", "Pipe", "Rate", "Redis", "RwLock", "TokenBucket"])
   })
 
   it("the built entry runs against Redis from plain Node", async () => {

@@ -22,6 +22,15 @@ describe("scripts", () => {
       "Lock.extendMany",
       "Lock.release",
       "Lock.releaseMany",
+      "Pipe.beat",
+      "Pipe.close",
+      "Pipe.fetch",
+      "Pipe.fetchMany",
+      "Pipe.open",
+      "Pipe.release",
+      "Pipe.renew",
+      "Pipe.send",
+      "Pipe.sendMany",
       "RwLock.read",
       "RwLock.readExtend",
       "RwLock.readRelease",
@@ -58,6 +67,15 @@ describe("scripts", () => {
   it("time comes from the server: every script that needs it reads TIME, none takes it as an argument", () => {
     // Only token comparisons and relative leases (PX / PEXPIRE, which Redis times itself) need no clock.
     expect(scripts.filter((s) => !s.lua.includes("redis.call('TIME')")).map((s) => s.name).sort()).toEqual([
+      "Pipe.beat",
+      "Pipe.close",
+      "Pipe.fetch",
+      "Pipe.fetchMany",
+      "Pipe.open",
+      "Pipe.release",
+      "Pipe.renew",
+      "Pipe.send",
+      "Pipe.sendMany",
       "RwLock.withdraw"
     ])
     // The Lock scripts share their functions; only a grant reads the clock.

@@ -1,0 +1,493 @@
+/**
+ * @internal Pipes. The receiver's state machine, and why it loses nothing:
+ *
+ * - Everything the receiver takes from `messages` is moved, atomically, to the tail of `inflight`
+ *   (BLMOVE, or LPOP + RPUSH in FETCH), so `inflight` holds, in order, every message this receiver took
+ *   and has not finished, behind a placeholder `!<mode>:<done>`.
+ * - The receiver counts in memory the messages it finished since it opened (`done`: handed to the
+ *   stream in at-most-once, pulled past in at-least-once; heartbeats and the close sentinel count too).
+ *   FETCH and RELEASE drop the finished prefix of `inflight` up to that count; the placeholder records
+ *   how many were already dropped, so a call whose reply was lost can be repeated safely.
+ * - On release (every end of the stream, interruption included): the dedicated connection is killed
+ *   first (`CLIENT KILL ID`, over the shared connection), so a BLMOVE still on its socket can no longer
+ *   move anything; then RELEASE puts the unfinished messages back at the head of `messages`, in order;
+ *   then the connection is dropped.
+ */
+import * as Clock from "effect/Clock"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Option from "effect/Option"
+import * as ParseResult from "effect/ParseResult"
+import * as Schema from "effect/Schema"
+import * as Stream from "effect/Stream"
+import * as Pipe from "../Pipe.js"
+import * as Redis from "../Redis.js"
+import * as access from "./access.js"
+import { positive, toMillis } from "./duration.js"
+import * as key from "./key.js"
+import * as lease from "./lease.js"
+import { MANY } from "./lua.js"
+
+const KIND = "Pipe"
+
+/** In-band sentinels and placeholders: never valid JSON, so never a payload. */
+const CLOSE = "!close"
+const BEAT = "!beat"
+
+/** How many messages one FETCH moves: many when handing over is final, one when each waits for its ack. */
+const BATCH = { "at-most-once": 64, "at-least-once": 1 } as const
+/** The placeholder's mode: an at-most-once receiver's leftovers may have been handed over already. */
+const MODE = { "at-most-once": "most", "at-least-once": "least" } as const
+
+const SEND_FUNCTION = `local function send(messages, closed, payload, ttl)
+  if redis.call('EXISTS', closed) == 1 then return 0 end
+  redis.call('RPUSH', messages, payload)
+  redis.call('PEXPIRE', messages, ttl)
+  return 1
+end
+`
+
+/** @internal {@link SEND} for many calls at once (batched). */
+export const SEND_MANY = Redis.script({
+  name: "Pipe.sendMany",
+  keys: 2,
+  variadic: true,
+  lua: `${SEND_FUNCTION}${MANY("send", 2, 2)}`
+})
+
+/**
+ * @internal Appends a message unless the pipe is closed. KEYS[1] messages, KEYS[2] closed; ARGV[1] the
+ * payload, ARGV[2] the TTL (ms). Returns 1, or 0 when closed (dropped). Calls made together (sends on
+ * several pipes) are batched into {@link SEND_MANY}.
+ */
+export const SEND = Redis.script({
+  name: "Pipe.send",
+  keys: 2,
+  many: SEND_MANY,
+  lua: `${SEND_FUNCTION}return send(KEYS[1], KEYS[2], ARGV[1], ARGV[2])
+`
+})
+
+/**
+ * @internal Closes the pipe: appends the close sentinel and sets the closed marker, both for one TTL.
+ * KEYS[1] messages, KEYS[2] closed; ARGV[1] the TTL (ms). Returns 1, or 0 when already closed.
+ */
+export const CLOSE_SCRIPT = Redis.script({
+  name: "Pipe.close",
+  keys: 2,
+  lua: `if redis.call('EXISTS', KEYS[2]) == 1 then return 0 end
+redis.call('RPUSH', KEYS[1], '${CLOSE}')
+redis.call('PEXPIRE', KEYS[1], ARGV[1])
+redis.call('SET', KEYS[2], '1', 'PX', ARGV[1])
+return 1
+`
+})
+
+/**
+ * @internal A heartbeat: restarts the TTL of the message list, and appends a beat sentinel when the
+ * list is empty (so beats never pile up). KEYS[1] messages, KEYS[2] closed; ARGV[1] the TTL (ms).
+ * Returns 1, or 0 when closed (nothing done).
+ */
+export const BEAT_SCRIPT = Redis.script({
+  name: "Pipe.beat",
+  keys: 2,
+  lua: `if redis.call('EXISTS', KEYS[2]) == 1 then return 0 end
+if redis.call('LLEN', KEYS[1]) == 0 then redis.call('RPUSH', KEYS[1], '${BEAT}') end
+redis.call('PEXPIRE', KEYS[1], ARGV[1])
+return 1
+`
+})
+
+/**
+ * @internal Opens a receiver: takes the lease, deals with the leftovers of a receiver that died without
+ * releasing (an at-least-once one's go back to the head of messages, in order; an at-most-once one's
+ * may have been handed over, and are dropped), and starts an empty in-flight list. KEYS[1] receiver,
+ * KEYS[2] inflight, KEYS[3] messages, KEYS[4] closed; ARGV[1] the token, ARGV[2] the TTL (ms), ARGV[3]
+ * the mode (`most` or `least`), ARGV[4] the in-flight TTL (ms). Returns 1 when open, 0 when another
+ * receiver holds the lease, 2 when the pipe is closed and drained (no lease is kept).
+ */
+export const OPEN = Redis.script({
+  name: "Pipe.open",
+  keys: 4,
+  lua: `if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 0 end
+local items = redis.call('LRANGE', KEYS[2], 0, -1)
+if #items > 0 then
+  local mode = string.match(items[1], '^!(%a+):%d+$')
+  if mode ~= 'most' then
+    local from = mode and 2 or 1
+    for i = #items, from, -1 do redis.call('LPUSH', KEYS[3], items[i]) end
+    if #items >= from then redis.call('PEXPIRE', KEYS[3], ARGV[2]) end
+  end
+  redis.call('DEL', KEYS[2])
+end
+if redis.call('EXISTS', KEYS[4]) == 1 and redis.call('EXISTS', KEYS[3]) == 0 then
+  redis.call('DEL', KEYS[1])
+  return 2
+end
+redis.call('RPUSH', KEYS[2], '!' .. ARGV[3] .. ':0')
+redis.call('PEXPIRE', KEYS[2], ARGV[4])
+return 1
+`
+})
+
+const FETCH_FUNCTION = `local function fetch(receiver, inflight, messages, token, done, count)
+  if redis.call('GET', receiver) ~= token then return false end
+  local mode, last = string.match(redis.call('LINDEX', inflight, 0) or '', '^!(%a+):(%d+)$')
+  if not mode then return false end
+  local drop = tonumber(done) - tonumber(last)
+  if drop > 0 then
+    redis.call('LSET', inflight, drop, '!' .. mode .. ':' .. done)
+    redis.call('LTRIM', inflight, drop, -1)
+  end
+  local moved = redis.call('LPOP', messages, count)
+  if not moved then return {} end
+  redis.call('RPUSH', inflight, unpack(moved))
+  return moved
+end
+`
+
+/** @internal {@link FETCH} for many calls at once (batched). */
+export const FETCH_MANY = Redis.script({
+  name: "Pipe.fetchMany",
+  keys: 3,
+  variadic: true,
+  lua: `${FETCH_FUNCTION}${MANY("fetch", 3, 3)}`
+})
+
+/**
+ * @internal Drops the finished prefix of inflight and moves up to ARGV[3] messages to its tail. KEYS[1]
+ * receiver, KEYS[2] inflight, KEYS[3] messages; ARGV[1] the token, ARGV[2] how many messages the
+ * receiver finished since it opened, ARGV[3] how many to move. Returns the moved payloads (maybe none),
+ * or nil when the lease is not the token's. Calls made together (receivers of several pipes) are
+ * batched into {@link FETCH_MANY}.
+ */
+export const FETCH = Redis.script({
+  name: "Pipe.fetch",
+  keys: 3,
+  many: FETCH_MANY,
+  lua: `${FETCH_FUNCTION}return fetch(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[3])
+`
+})
+
+/**
+ * @internal Renews the receiver's lease. KEYS[1] receiver, KEYS[2] inflight; ARGV[1] the token, ARGV[2]
+ * the TTL (ms), ARGV[3] the in-flight TTL (ms). Returns 1, or 0 when the lease is not the token's.
+ */
+export const RENEW = Redis.script({
+  name: "Pipe.renew",
+  keys: 2,
+  lua: `if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+redis.call('PEXPIRE', KEYS[2], ARGV[3])
+return 1
+`
+})
+
+/**
+ * @internal Releases a receiver: drops the finished prefix of inflight, puts the rest back at the head
+ * of messages in order, deletes inflight and the lease. Runs unless another receiver holds the lease
+ * (an expired lease still owns inflight: nobody else opened since). KEYS[1] receiver, KEYS[2] inflight,
+ * KEYS[3] messages; ARGV[1] the token, ARGV[2] how many messages the receiver finished, ARGV[3] the TTL
+ * (ms). Returns 1, or 0 when another receiver holds the lease (nothing done).
+ */
+export const RELEASE = Redis.script({
+  name: "Pipe.release",
+  keys: 3,
+  lua: `local owner = redis.call('GET', KEYS[1])
+if owner and owner ~= ARGV[1] then return 0 end
+local items = redis.call('LRANGE', KEYS[2], 0, -1)
+local last = string.match(items[1] or '', '^!%a+:(%d+)$')
+if last then
+  local from = 2 + tonumber(ARGV[2]) - tonumber(last)
+  for i = #items, from, -1 do redis.call('LPUSH', KEYS[3], items[i]) end
+  if #items >= from then redis.call('PEXPIRE', KEYS[3], ARGV[3]) end
+  redis.call('DEL', KEYS[2])
+end
+if owner then redis.call('DEL', KEYS[1]) end
+return 1
+`
+})
+
+/** @internal The encoded name, or InvalidInput. */
+const encodeName = (label: string, operation: string, name: Redis.KeyName): Either.Either<string, Redis.InvalidInput> =>
+  Either.mapLeft(
+    key.encodeName(name),
+    (message) => new Redis.InvalidInput({ operation: `${label}.${operation}`, argument: "name", message })
+  )
+
+const unexpected = (operation: string, reply: unknown) =>
+  new Redis.RedisError({ reason: "Reply", operation, cause: new Error(`unexpected reply ${JSON.stringify(reply)}`) })
+
+/** @internal The keys of one name. */
+interface Keys {
+  readonly name: string
+  readonly messages: string
+  readonly closed: string
+  readonly inflight: string
+  readonly receiver: string
+}
+
+class PipeImpl<Name extends Redis.KeyName, A> implements Pipe.Pipe<Name, A> {
+  readonly label: string
+  readonly ttlMillis: number
+  readonly encodeJson: (a: A) => Either.Either<string, ParseResult.ParseError>
+  readonly decodeJson: (u: unknown) => Either.Either<A, ParseResult.ParseError>
+  constructor(readonly namespace: string, readonly schema: Pipe.MessageSchema<A>, readonly ttl: Duration.Duration) {
+    this.label = `Pipe(${namespace})`
+    this.ttlMillis = toMillis(ttl)
+    // The encoded type is not named (Schema is invariant in it): rebuilt from the AST as unknown.
+    const json = Schema.parseJson(Schema.make<A, unknown, never>(schema.ast))
+    this.encodeJson = Schema.encodeEither(json)
+    this.decodeJson = Schema.decodeUnknownEither(json)
+    Object.freeze(this)
+  }
+
+  keys(operation: string, name: Name): Either.Either<Keys, Redis.InvalidInput> {
+    return Either.map(encodeName(this.label, operation, name), (encoded) => ({
+      name: encoded,
+      messages: key.taggedKey(KIND, this.namespace, encoded, "messages"),
+      closed: key.taggedKey(KIND, this.namespace, encoded, "closed"),
+      inflight: key.taggedKey(KIND, this.namespace, encoded, "inflight"),
+      receiver: key.taggedKey(KIND, this.namespace, encoded, "receiver")
+    }))
+  }
+
+  readonly send = (name: Name, message: A): Effect.Effect<void, Redis.RedisError | Redis.InvalidInput, Pipe.Requirements> => {
+    const keys = this.keys("send", name)
+    if (Either.isLeft(keys)) return Effect.fail(keys.left)
+    const payload = this.encodeJson(message)
+    if (Either.isLeft(payload)) {
+      return Effect.fail(
+        new Redis.InvalidInput({
+          operation: `${this.label}.send`,
+          argument: "message",
+          message: ParseResult.TreeFormatter.formatErrorSync(payload.left)
+        })
+      )
+    }
+    const { closed, messages } = keys.right
+    const args = [payload.right, String(this.ttlMillis)]
+    return access.write(Pipe.entity, (redis) => Effect.asVoid(redis.script(SEND, [messages, closed], args)))
+  }
+
+  readonly close = (name: Name): Effect.Effect<void, Redis.RedisError | Redis.InvalidInput, Pipe.Requirements> => {
+    const keys = this.keys("close", name)
+    if (Either.isLeft(keys)) return Effect.fail(keys.left)
+    const { closed, messages } = keys.right
+    return access.write(
+      Pipe.entity,
+      (redis) => Effect.asVoid(redis.script(CLOSE_SCRIPT, [messages, closed], [String(this.ttlMillis)]))
+    )
+  }
+
+  readonly receive = (
+    name: Name,
+    options?: Pipe.ReceiveOptions
+  ): Stream.Stream<A, Pipe.ReceiveError, Pipe.Requirements> => {
+    const keys = this.keys("receive", name)
+    if (Either.isLeft(keys)) return Stream.fail(keys.left)
+    return Stream.unwrapScoped(
+      Effect.flatMap(access.write(Pipe.entity, Effect.succeed), (redis) => receiver(this, keys.right, redis, options))
+    )
+  }
+
+  toString() {
+    return `${this.label}: ttl ${this.ttlMillis} ms`
+  }
+}
+
+/**
+ * The receiver, set up in the stream's scope: the dedicated connection, the lease (with its renewal)
+ * and the release, then the stream of messages. Finalizers run in reverse order of registration:
+ * renewal stopped, CLIENT KILL and RELEASE, connection dropped.
+ */
+const receiver = <Name extends Redis.KeyName, A>(
+  pipe: PipeImpl<Name, A>,
+  keys: Keys,
+  redis: Redis.Redis,
+  options: Pipe.ReceiveOptions | undefined
+) =>
+  Effect.gen(function*() {
+    const delivery = options?.delivery ?? "at-most-once"
+    const atLeastOnce = delivery === "at-least-once"
+    const batch = String(BATCH[delivery])
+    const ttl = String(pipe.ttlMillis)
+    const inflightTtl = String(2 * pipe.ttlMillis)
+    // BLMOVE's timeout is in seconds, decimals allowed.
+    const blockSeconds = String(pipe.ttlMillis / 1000)
+    const { closed, inflight, messages, receiver } = keys
+    const busy = (reason: "Held" | "Lost") => new Pipe.PipeBusy({ pipe: pipe.label, name: keys.name, reason })
+
+    const dedicated = yield* redis.dedicated
+    const token = lease.secret()
+    const state = {
+      /** Messages finished since the receiver opened (see the module doc). */
+      done: 0,
+      /** At-least-once: the last message emitted is not finished until the next pull. */
+      handed: false,
+      /** Moved to inflight, not yet handed over. */
+      buffer: [] as Array<string>,
+      at: 0,
+      lost: false
+    }
+    const kill = Effect.ignore(redis.command("CLIENT", ["KILL", "ID", dedicated.id]))
+    const release = Effect.suspend(() =>
+      Effect.zipRight(kill, Effect.ignore(redis.script(RELEASE, [receiver, inflight, messages], [token, String(state.done), ttl])))
+    )
+    const opened = yield* Effect.acquireRelease(
+      Effect.flatMap(redis.script(OPEN, [receiver, inflight, messages, closed], [token, ttl, MODE[delivery], inflightTtl]), (reply) =>
+        reply === 0 || reply === 1 || reply === 2 ? Effect.succeed(reply) : Effect.fail(unexpected(`script ${OPEN.name}`, reply))),
+      (opened) => opened === 1 ? release : Effect.void
+    )
+    if (opened === 0) return yield* Effect.fail(busy("Held"))
+    if (opened === 2) return Stream.empty
+
+    // Renewal: the lease is lost when a renewal finds another token, or none could be confirmed for a
+    // whole TTL. Then the blocked BLMOVE is cut off, and the next pull fails with PipeBusy (Lost).
+    const renewEvery = Duration.millis(Math.max(1, Math.floor(pipe.ttlMillis / 3)))
+    yield* Effect.forkScoped(Effect.gen(function*() {
+      let confirmed = yield* Clock.currentTimeMillis
+      while (true) {
+        yield* Effect.sleep(renewEvery)
+        const sent = yield* Clock.currentTimeMillis
+        const renewed = yield* Effect.either(redis.script(RENEW, [receiver, inflight], [token, ttl, inflightTtl]))
+        if (Either.isRight(renewed) && renewed.right === 1) {
+          confirmed = sent
+        } else if (
+          Either.isRight(renewed) ||
+          (yield* Clock.currentTimeMillis) + Duration.toMillis(renewEvery) - confirmed >= pipe.ttlMillis
+        ) {
+          state.lost = true
+          return yield* kill
+        }
+      }
+    }))
+
+    const fetch = Effect.suspend(() => redis.script(FETCH, [receiver, inflight, messages], [token, String(state.done), batch]))
+    const block = dedicated.command("BLMOVE", [messages, inflight, "LEFT", "RIGHT", blockSeconds])
+
+    /** Hands over the next payload of the buffer, or says there is none (undefined). Synchronous. */
+    const next = (): Effect.Effect<A, Option.Option<Pipe.ReceiveError>> | undefined => {
+      while (state.at < state.buffer.length) {
+        const raw = state.buffer[state.at++]!
+        if (raw === BEAT) {
+          state.done++
+          continue
+        }
+        if (raw === CLOSE) {
+          state.done++
+          return Effect.fail(Option.none())
+        }
+        const decoded = pipe.decodeJson(raw)
+        if (Either.isLeft(decoded)) {
+          state.done++
+          return Effect.fail(Option.some(new Pipe.MessageError({ pipe: pipe.label, name: keys.name, raw, cause: decoded.left })))
+        }
+        if (atLeastOnce) state.handed = true
+        else state.done++
+        return Effect.succeed(decoded.right)
+      }
+      state.buffer = []
+      state.at = 0
+      return undefined
+    }
+
+    const failRedis = (error: Redis.RedisError) => Effect.fail(Option.some(state.lost ? busy("Lost") : error))
+
+    // Waits for Redis only inside `restore`; every change of `state` happens outside it, uninterruptibly,
+    // so it always matches what Redis holds.
+    const pull: Effect.Effect<A, Option.Option<Pipe.ReceiveError>> = Effect.uninterruptibleMask((restore) => {
+      if (state.handed) {
+        state.handed = false
+        state.done++
+      }
+      const take = (): Effect.Effect<A, Option.Option<Pipe.ReceiveError>> =>
+        next() ?? fetching()
+      const fetching = () =>
+        Effect.matchEffect(restore(fetch), {
+          onFailure: failRedis,
+          onSuccess: (reply) => {
+            if (reply === null) return Effect.fail(Option.some(busy("Lost")))
+            if (!Array.isArray(reply)) return Effect.fail(Option.some(unexpected(`script ${FETCH.name}`, reply)))
+            if (reply.length === 0) return blocking()
+            state.buffer = reply as Array<string>
+            return take()
+          }
+        })
+      const blocking = () =>
+        Effect.matchEffect(restore(block), {
+          onFailure: failRedis,
+          onSuccess: (moved) => {
+            if (moved === null) {
+              return Effect.fail(Option.some(new Pipe.PipeAbandoned({ pipe: pipe.label, name: keys.name, ttl: pipe.ttl })))
+            }
+            if (typeof moved !== "string") return Effect.fail(Option.some(unexpected("BLMOVE", moved)))
+            state.buffer = [moved]
+            return take()
+          }
+        })
+      return take()
+    })
+    return Stream.repeatEffectOption(pull)
+  })
+
+/** @internal */
+export const make = <Name extends Redis.KeyName, A>(
+  namespace: string,
+  schema: Pipe.MessageSchema<A>,
+  ttl: Duration.DurationInput
+): Pipe.Pipe<Name, A> =>
+  new PipeImpl<Name, A>(key.validateNamespace(KIND, namespace), schema, positive(ttl, `Pipe(${namespace}) ttl`))
+
+/** @internal */
+export const heartbeat = <Name extends Redis.KeyName, A>(
+  pipe: Pipe.Pipe<Name, A>,
+  name: Name,
+  every: Duration.DurationInput | undefined
+): Effect.Effect<never, Redis.RedisError | Redis.InvalidInput, Pipe.Requirements> => {
+  const label = `Pipe(${pipe.namespace})`
+  const ttlMillis = toMillis(pipe.ttl)
+  const period = every === undefined
+    ? Duration.millis(Math.max(1, Math.floor(ttlMillis / 3)))
+    : positive(every, `${label} heartbeat period`)
+  const encoded = encodeName(label, "heartbeat", name)
+  if (Either.isLeft(encoded)) return Effect.fail(encoded.left)
+  const keys = [
+    key.taggedKey(KIND, pipe.namespace, encoded.right, "messages"),
+    key.taggedKey(KIND, pipe.namespace, encoded.right, "closed")
+  ]
+  const beat = access.write(Pipe.entity, (redis) => redis.script(BEAT_SCRIPT, keys, [String(ttlMillis)]))
+  return Effect.forever(Effect.zipRight(beat, Effect.sleep(period)))
+}
+
+class DuplexImpl<Name extends Redis.KeyName, Out, In> implements Pipe.Duplex<Name, Out, In> {
+  constructor(readonly outgoing: Pipe.Pipe<Name, Out>, readonly incoming: Pipe.Pipe<Name, In>) {
+    Object.freeze(this)
+  }
+  get send() {
+    return this.outgoing.send
+  }
+  get close() {
+    return this.outgoing.close
+  }
+  get receive() {
+    return this.incoming.receive
+  }
+  get flip(): Pipe.Duplex<Name, In, Out> {
+    return new DuplexImpl(this.incoming, this.outgoing)
+  }
+}
+
+/** @internal */
+export const duplex = <Name extends Redis.KeyName, Out, In>(
+  outgoing: Pipe.Pipe<Name, Out>,
+  incoming: Pipe.Pipe<Name, In>
+): Pipe.Duplex<Name, Out, In> => {
+  if (outgoing.namespace === incoming.namespace) {
+    throw new TypeError(
+      `wakuwaku: Pipe.duplex needs two pipes with different namespaces, got ${JSON.stringify(outgoing.namespace)} twice`
+    )
+  }
+  return new DuplexImpl(outgoing, incoming)
+}

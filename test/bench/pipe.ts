@@ -1,0 +1,177 @@
+/**
+ * `npm run bench` (third part): end-to-end pipe throughput for 1 KB messages, send to receive, wakuwaku
+ * `Pipe` against a raw ioredis RPUSH/BLPOP loop, on one throwaway redis-server (RedisServer.make),
+ * rounds alternated.
+ *
+ * - wakuwaku: `P.send(name, message)` in a loop, one after another, while `P.receive(name)` runs
+ *   (`Stream.take(count)`, `Stream.runDrain`), in at-most-once mode (the default) and, for reference,
+ *   at-least-once. Messages are `{ seq, body }` with a 1000-character body, encoded to JSON through the
+ *   schema on send and decoded on receive (about 1 KB of payload). One `Redis.layer({ url })` context,
+ *   built before anything is timed; each receiver opens its own dedicated connection, as it must.
+ * - raw ioredis: `RPUSH` of the same JSON (encoded once, up front; never decoded) in a loop on a plain
+ *   client (default options, no auto-pipelining), while a loop of `BLPOP key 0` on a second plain
+ *   client per pipe takes them: the least a pipe can do, with no typing, no TTL, no close, no lease and
+ *   no safety on interruption.
+ *
+ * Rounds: one pipe carrying 20 000 messages, then 16 pipes at once carrying 1 250 each (20 000 in all),
+ * every sender and receiver concurrently in this one Node process. Throughput is messages received per
+ * second, timed from the first send to the last message received. Every message must arrive, in order,
+ * or the benchmark stops. Every round starts from an empty database (FLUSHALL, untimed). One untimed
+ * warm-up round per contender and shape, then 5 timed rounds; medians with min–max.
+ */
+import { availableParallelism } from "node:os"
+import { performance } from "node:perf_hooks"
+import { Effect, Layer, Schema, Stream } from "effect"
+import type { Context } from "effect"
+import { Redis as IORedis } from "ioredis"
+import { Pipe, Redis } from "wakuwaku"
+import * as RedisServer from "wakuwaku/RedisServer"
+
+const TOTAL = 20_000
+const ROUNDS = 5
+const SHAPES = [1, 16] as const
+
+const Message = Schema.Struct({ seq: Schema.Number, body: Schema.String })
+type Message = typeof Message.Type
+const BODY = "x".repeat(1000)
+const PIPE = Pipe.make<string, Message>("bench", Message, "60 seconds")
+const payloadOf = (seq: number) => JSON.stringify({ seq, body: BODY })
+
+type Env = Context.Context<Redis.ReadWrite>
+type Delivery = Pipe.Delivery
+
+/** One wakuwaku pipe: its sender and its receiver, concurrently; dies unless all arrive in order. */
+const wakuPipe = (name: string, count: number, delivery: Delivery) => {
+  let expected = 0
+  const receive = PIPE.receive(name, { delivery }).pipe(
+    Stream.take(count),
+    Stream.runForEach((m) =>
+      m.seq === expected++ ? Effect.void : Effect.dieMessage(`${name}: got ${m.seq}, expected ${expected - 1}`)
+    )
+  )
+  let sent = 0
+  const send = Effect.whileLoop({
+    while: () => sent < count,
+    body: () => PIPE.send(name, { seq: sent++, body: BODY }),
+    step: () => {}
+  })
+  return Effect.zipRight(Effect.all([receive, send], { concurrency: 2, discard: true }), Effect.sync(() => {
+    if (expected !== count) throw new Error(`${name}: ${expected} of ${count} arrived`)
+  }))
+}
+
+const wakuRound = (env: Env, pipes: number, delivery: Delivery): Promise<void> =>
+  Effect.runPromise(
+    Effect.all(
+      Array.from({ length: pipes }, (_, i) => wakuPipe(`p${i}`, TOTAL / pipes, delivery)),
+      { concurrency: "unbounded", discard: true }
+    ).pipe(Effect.provide(env))
+  )
+
+/** One raw pipe: RPUSH in a loop on the shared client, BLPOP in a loop on the pipe's own client. */
+const rawPipe = async (client: IORedis, blocking: IORedis, key: string, count: number): Promise<void> => {
+  const payloads = Array.from({ length: count }, (_, seq) => payloadOf(seq))
+  const send = async () => {
+    for (const payload of payloads) await client.rpush(key, payload)
+  }
+  const receive = async () => {
+    for (let seq = 0; seq < count; seq++) {
+      const reply = await blocking.blpop(key, 0)
+      if (reply?.[1] !== payloads[seq]) throw new Error(`${key}: message ${seq} out of order`)
+    }
+  }
+  await Promise.all([receive(), send()])
+}
+
+const rawRound = (client: IORedis, blocking: ReadonlyArray<IORedis>, pipes: number): Promise<void> =>
+  Promise.all(Array.from({ length: pipes }, (_, i) => rawPipe(client, blocking[i]!, `raw:p${i}`, TOTAL / pipes)))
+    .then(() => {})
+
+const median = (xs: ReadonlyArray<number>): number => {
+  const s = [...xs].sort((a, b) => a - b)
+  const mid = Math.floor(s.length / 2)
+  return s.length % 2 === 1 ? s[mid] ?? Number.NaN : ((s[mid - 1] ?? Number.NaN) + (s[mid] ?? Number.NaN)) / 2
+}
+
+interface Contender {
+  readonly label: string
+  readonly run: (pipes: number) => Promise<void>
+  readonly results: Map<number, Array<number>>
+}
+
+const measure = async (env: Env, client: IORedis, blocking: ReadonlyArray<IORedis>, url: string) => {
+  const contenders: ReadonlyArray<Contender> = [
+    { label: "wakuwaku `Pipe`, at-most-once", run: (n) => wakuRound(env, n, "at-most-once"), results: new Map() },
+    { label: "raw ioredis RPUSH / BLPOP", run: (n) => rawRound(client, blocking, n), results: new Map() },
+    { label: "wakuwaku `Pipe`, at-least-once", run: (n) => wakuRound(env, n, "at-least-once"), results: new Map() }
+  ]
+  const timed = async (contender: Contender, pipes: number) => {
+    await client.flushall()
+    const start = performance.now()
+    await contender.run(pipes)
+    return TOTAL / ((performance.now() - start) / 1000)
+  }
+
+  const version = String(await client.info("server")).match(/redis_version:(\S+)/)?.[1] ?? "?"
+  console.log(`node ${process.version}, ${availableParallelism()} cores, redis-server ${version} (${url})`)
+  console.log(
+    `${TOTAL} messages of ${payloadOf(0).length} bytes per round, through 1 pipe, then 16 pipes at once; ` +
+      `${ROUNDS} timed rounds each after 1 warm-up, alternating\n`
+  )
+  for (const pipes of SHAPES) {
+    for (const contender of contenders) await timed(contender, pipes)
+    for (let round = 1; round <= ROUNDS; round++) {
+      for (const contender of contenders) {
+        const rate = await timed(contender, pipes)
+        const list = contender.results.get(pipes) ?? []
+        list.push(rate)
+        contender.results.set(pipes, list)
+        console.log(`round ${round}, ${pipes} pipe(s), ${contender.label}: ${Math.round(rate)} messages/s`)
+      }
+    }
+  }
+
+  const fmt = (x: number) => Math.round(x).toLocaleString("en-US")
+  const stat = (xs: ReadonlyArray<number>) => `${fmt(median(xs))} (${fmt(Math.min(...xs))}–${fmt(Math.max(...xs))})`
+  console.log("\nmedian messages/s over rounds (min–max):\n")
+  console.log("| contender | 1 pipe | 16 pipes |")
+  console.log("|---|---:|---:|")
+  for (const c of contenders) {
+    console.log(`| ${c.label} | ${stat(c.results.get(1) ?? [])} | ${stat(c.results.get(16) ?? [])} |`)
+  }
+  const [waku, raw, least] = contenders
+  console.log("\ntargets:")
+  for (const pipes of SHAPES) {
+    const ratio = median(waku!.results.get(pipes)!) / median(raw!.results.get(pipes)!)
+    const leastRatio = median(least!.results.get(pipes)!) / median(raw!.results.get(pipes)!)
+    console.log(
+      `- ${pipes} pipe(s): at-most-once/raw = ${ratio.toFixed(2)}× (target ≥ 0.8×): ${ratio >= 0.8 ? "MET" : "MISSED"}; ` +
+        `at-least-once/raw = ${leastRatio.toFixed(2)}× (no target)`
+    )
+  }
+}
+
+const plainClient = (url: string) =>
+  Effect.acquireRelease(
+    Effect.promise(async () => {
+      const client = new IORedis(url, { lazyConnect: true, enableAutoPipelining: false })
+      await client.connect()
+      return client
+    }),
+    (client) => Effect.promise(() => client.quit().catch(() => "OK"))
+  )
+
+const program = Effect.scoped(
+  Effect.gen(function*() {
+    const server = yield* RedisServer.make()
+    const env = yield* Layer.build(Redis.layer({ url: server.url }))
+    const client = yield* plainClient(server.url)
+    const blocking = yield* Effect.all(Array.from({ length: 16 }, () => plainClient(server.url)))
+    yield* Effect.promise(() => measure(env, client, blocking, server.url))
+  })
+)
+
+Effect.runPromise(program).catch((error: unknown) => {
+  console.error(error)
+  process.exitCode = 1
+})
