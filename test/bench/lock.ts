@@ -25,9 +25,7 @@
  * Also printed: the CPU other processes used meanwhile (/proc/stat minus this process and the server),
  * which tells whether the machine was quiet.
  */
-import { execFileSync } from "node:child_process"
 import { randomBytes } from "node:crypto"
-import { readFileSync } from "node:fs"
 import { availableParallelism } from "node:os"
 import { performance } from "node:perf_hooks"
 import { Effect, Layer, Option } from "effect"
@@ -37,6 +35,7 @@ import { Mutex } from "redis-semaphore"
 import { Lock, Redis } from "wakuwaku"
 import * as RedisServer from "wakuwaku/RedisServer"
 import { ACQUIRE, RELEASE } from "../../src/internal/lock.js"
+import { clockTicks, machineTicks, median, percentile, plainClient, processTicks } from "./measure.js"
 
 const IN_FLIGHT = 64
 const THROUGHPUT_OPS = 20_000
@@ -153,30 +152,6 @@ const rawLatency = async (client: IORedis, out: Float64Array): Promise<void> => 
 // ---------------------------------------------------------------------------------------------------
 // Measurement
 
-const clockTicks = (): number => {
-  try {
-    const n = Number(execFileSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).trim())
-    return Number.isFinite(n) && n > 0 ? n : 100
-  } catch {
-    return 100
-  }
-}
-
-/** utime + stime of a process, in clock ticks (fields 14 and 15 of /proc/<pid>/stat). */
-const processTicks = (pid: number): number => {
-  const stat = readFileSync(`/proc/${pid}/stat`, "utf8")
-  // Field 2 (comm) is in parentheses and may contain spaces: count from after the last ')'.
-  const rest = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
-  // rest[0] is field 3, so field 14 is rest[11] and field 15 is rest[12].
-  return Number(rest[11]) + Number(rest[12])
-}
-
-/** Busy clock ticks of the whole machine: user, nice, system, irq, softirq, steal (first line of /proc/stat). */
-const machineTicks = (): number => {
-  const fields = (readFileSync("/proc/stat", "utf8").split("\n")[0] ?? "").trim().split(/\s+/).map(Number)
-  return [1, 2, 3, 6, 7, 8].reduce((sum, i) => sum + (fields[i] ?? 0), 0)
-}
-
 interface ThroughputSample {
   readonly opsPerSecond: number
   readonly nodeCpuUs: number
@@ -186,15 +161,6 @@ interface ThroughputSample {
 interface LatencySample {
   readonly p50Us: number
   readonly p99Us: number
-}
-
-const percentile = (sortedMs: Float64Array, q: number): number =>
-  (sortedMs[Math.min(sortedMs.length - 1, Math.max(0, Math.ceil(q * sortedMs.length) - 1))] ?? Number.NaN) * 1000
-
-const median = (xs: ReadonlyArray<number>): number => {
-  const s = [...xs].sort((a, b) => a - b)
-  const mid = Math.floor(s.length / 2)
-  return s.length % 2 === 1 ? s[mid] ?? Number.NaN : ((s[mid - 1] ?? Number.NaN) + (s[mid] ?? Number.NaN)) / 2
 }
 
 interface Contender {
@@ -341,16 +307,6 @@ const measure = async (server: RedisServer.RedisServer, env: Env, client: IORedi
 // ---------------------------------------------------------------------------------------------------
 // One server, one wakuwaku context, one plain ioredis client (redis-semaphore's and raw's): all set up
 // before anything is timed, all closed with the scope.
-
-const plainClient = (url: string) =>
-  Effect.acquireRelease(
-    Effect.promise(async () => {
-      const client = new IORedis(url, { lazyConnect: true, enableAutoPipelining: false })
-      await client.connect()
-      return client
-    }),
-    (client) => Effect.promise(() => client.quit().catch(() => "OK"))
-  )
 
 const program = Effect.scoped(
   Effect.gen(function*() {

@@ -26,6 +26,7 @@ import type { Context } from "effect"
 import { Redis as IORedis } from "ioredis"
 import { Pipe, Redis } from "wakuwaku"
 import * as RedisServer from "wakuwaku/RedisServer"
+import { median, plainClient } from "./measure.js"
 
 const TOTAL = 20_000
 const ROUNDS = 5
@@ -87,12 +88,6 @@ const rawRound = (client: IORedis, blocking: ReadonlyArray<IORedis>, pipes: numb
   Promise.all(Array.from({ length: pipes }, (_, i) => rawPipe(client, blocking[i]!, `raw:p${i}`, TOTAL / pipes)))
     .then(() => {})
 
-const median = (xs: ReadonlyArray<number>): number => {
-  const s = [...xs].sort((a, b) => a - b)
-  const mid = Math.floor(s.length / 2)
-  return s.length % 2 === 1 ? s[mid] ?? Number.NaN : ((s[mid - 1] ?? Number.NaN) + (s[mid] ?? Number.NaN)) / 2
-}
-
 interface Contender {
   readonly label: string
   readonly run: (pipes: number) => Promise<void>
@@ -150,16 +145,6 @@ const measure = async (env: Env, client: IORedis, blocking: ReadonlyArray<IORedi
     )
   }
 }
-
-const plainClient = (url: string) =>
-  Effect.acquireRelease(
-    Effect.promise(async () => {
-      const client = new IORedis(url, { lazyConnect: true, enableAutoPipelining: false })
-      await client.connect()
-      return client
-    }),
-    (client) => Effect.promise(() => client.quit().catch(() => "OK"))
-  )
 
 const program = Effect.scoped(
   Effect.gen(function*() {

@@ -1,0 +1,51 @@
+/** What the benchmarks share: CPU readings from /proc, percentiles and medians, a plain client. */
+import { execFileSync } from "node:child_process"
+import { readFileSync } from "node:fs"
+import { Effect } from "effect"
+import { Redis as IORedis } from "ioredis"
+
+/** Clock ticks per second (`getconf CLK_TCK`), 100 if unknown. */
+export const clockTicks = (): number => {
+  try {
+    const n = Number(execFileSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).trim())
+    return Number.isFinite(n) && n > 0 ? n : 100
+  } catch {
+    return 100
+  }
+}
+
+/** utime + stime of a process, in clock ticks (fields 14 and 15 of /proc/<pid>/stat). */
+export const processTicks = (pid: number): number => {
+  const stat = readFileSync(`/proc/${pid}/stat`, "utf8")
+  // Field 2 (comm) is in parentheses and may contain spaces: count from after the last ')'.
+  const rest = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+  // rest[0] is field 3, so field 14 is rest[11] and field 15 is rest[12].
+  return Number(rest[11]) + Number(rest[12])
+}
+
+/** Busy clock ticks of the whole machine: user, nice, system, irq, softirq, steal (first line of /proc/stat). */
+export const machineTicks = (): number => {
+  const fields = (readFileSync("/proc/stat", "utf8").split("\n")[0] ?? "").trim().split(/\s+/).map(Number)
+  return [1, 2, 3, 6, 7, 8].reduce((sum, i) => sum + (fields[i] ?? 0), 0)
+}
+
+/** The q-quantile of sorted milliseconds, in µs. */
+export const percentile = (sortedMs: Float64Array, q: number): number =>
+  (sortedMs[Math.min(sortedMs.length - 1, Math.max(0, Math.ceil(q * sortedMs.length) - 1))] ?? Number.NaN) * 1000
+
+export const median = (xs: ReadonlyArray<number>): number => {
+  const s = [...xs].sort((a, b) => a - b)
+  const mid = Math.floor(s.length / 2)
+  return s.length % 2 === 1 ? s[mid] ?? Number.NaN : ((s[mid - 1] ?? Number.NaN) + (s[mid] ?? Number.NaN)) / 2
+}
+
+/** A plain ioredis client (default options, no auto-pipelining), connected for the scope. */
+export const plainClient = (url: string) =>
+  Effect.acquireRelease(
+    Effect.promise(async () => {
+      const client = new IORedis(url, { lazyConnect: true, enableAutoPipelining: false })
+      await client.connect()
+      return client
+    }),
+    (client) => Effect.promise(() => client.quit().catch(() => "OK"))
+  )
