@@ -155,6 +155,8 @@ export interface Dedicated {
   readonly id: number
   /** Runs one command on this connection, with no deadline: a blocking command waits as long as it says. */
   readonly command: (name: string, args: ReadonlyArray<string | number>) => Effect.Effect<unknown, RedisError>
+  /** Closes the connection now, on this side (the scope closes it anyway). */
+  readonly close: Effect.Effect<void>
 }
 
 /**

@@ -2,7 +2,8 @@ import { layer } from "@effect/vitest"
 import { Chunk, Deferred, Effect, Exit, Fiber, Schema, Stream } from "effect"
 import { expect } from "vitest"
 import { Pipe, Redis } from "wakuwaku"
-import { freshNamespace, keysMatching, rawClient, RedisLive } from "./support/redis.js"
+import { Redis as IORedis } from "ioredis"
+import { freshNamespace, keysMatching, rawClient, RedisLive, redisUrl } from "./support/redis.js"
 
 const Msg = Schema.Struct({ n: Schema.Number })
 type Msg = typeof Msg.Type
@@ -299,6 +300,47 @@ layer(RedisLive, { excludeTestServices: true })("Pipe on Redis", (it) => {
       yield* P.close("most")
       yield* raw((c) => c.rpush(keyOf(ns, "most", "inflight"), "!most:7", `{"n":1}`, `{"n":2}`))
       expect((yield* collect(P.receive("most"))).map(ns_)).toEqual([3])
+    }))
+
+  it.scoped("a dead receiver's in-flight list lives as long as the pipe: every send and beat keeps it two TTLs", () =>
+    Effect.gen(function*() {
+      const ns = freshNamespace()
+      const P = Pipe.make<string, Msg>(ns, Msg, "10 seconds")
+      // What a killed receiver leaves behind, with little of its TTL left.
+      yield* raw((c) => c.rpush(keyOf(ns, "a", "inflight"), "!least:0", `{"n":1}`))
+      yield* raw((c) => c.pexpire(keyOf(ns, "a", "inflight"), 500))
+      yield* P.send("a", { n: 2 })
+      expect(yield* raw((c) => c.pttl(keyOf(ns, "a", "inflight")))).toBeGreaterThan(19_000)
+      yield* raw((c) => c.pexpire(keyOf(ns, "a", "inflight"), 500))
+      yield* Effect.race(Pipe.heartbeat(P, "a"), Effect.sleep("50 millis"))
+      expect(yield* raw((c) => c.pttl(keyOf(ns, "a", "inflight")))).toBeGreaterThan(19_000)
+      yield* P.close("a")
+      expect((yield* collect(P.receive("a", { delivery: "at-least-once" }))).map(ns_)).toEqual([1, 2])
+    }))
+
+  it.scoped("a close sentinel that outlived its marker still closes: later sends are dropped", () =>
+    Effect.gen(function*() {
+      const ns = freshNamespace()
+      const P = Pipe.make<string, Msg>(ns, Msg, "10 seconds")
+      yield* P.send("a", { n: 1 })
+      yield* P.close("a")
+      // The marker gone, the sentinel still there (a stopping receiver put it back).
+      yield* raw((c) => c.del(keyOf(ns, "a", "closed")))
+      yield* P.send("a", { n: 2 })
+      expect(yield* raw((c) => c.lrange(keyOf(ns, "a", "messages"), 0, -1))).toEqual([`{"n":1}`, "!close"])
+      expect((yield* collect(P.receive("a"))).map(ns_)).toEqual([1])
+    }))
+
+  it.scoped("the dedicated connection has no command timeout, even when the adopted client has one", () =>
+    Effect.gen(function*() {
+      const ns = freshNamespace()
+      const P = Pipe.make<string, Msg>(ns, Msg, "1 second")
+      const client = new IORedis(redisUrl, { commandTimeout: 200 })
+      yield* Effect.addFinalizer(() => Effect.sync(() => client.disconnect()))
+      const started = performance.now()
+      const error = yield* Effect.flip(collect(P.receive("a")).pipe(Effect.provide(Redis.layerClient(client))))
+      expect(error).toMatchObject({ _tag: "PipeAbandoned" })
+      expect(performance.now() - started).toBeGreaterThanOrEqual(950)
     }))
 
   it.scoped("a bad payload fails the stream with MessageError carrying it; it is taken out, so the next receiver goes on", () =>

@@ -227,7 +227,14 @@ const dedicated = (client: IORedis | Cluster): Effect.Effect<Redis.Dedicated, Re
         if (client instanceof Cluster) throw new Error("a dedicated connection on a cluster is not supported yet")
         // Never reconnected, never re-sent: a blocking command re-sent after `CLIENT KILL` could still
         // move a message after its owner gave the connection up.
-        const connection = client.duplicate({ lazyConnect: true, autoResendUnfulfilledCommands: false, retryStrategy: () => null })
+        // No command timeout of the parent's either: a blocking command waits as long as it says.
+        const connection = client.duplicate({
+          lazyConnect: true,
+          autoResendUnfulfilledCommands: false,
+          retryStrategy: () => null,
+          commandTimeout: undefined,
+          socketTimeout: undefined
+        })
         connection.on("error", () => {})
         try {
           await connection.connect()
@@ -248,7 +255,11 @@ const dedicated = (client: IORedis | Cluster): Effect.Effect<Redis.Dedicated, Re
     Effect.map(({ connection, id }) => ({
       id,
       command: (name: string, args: ReadonlyArray<string | number>) =>
-        Effect.tryPromise({ try: () => connection.call(name, ...args), catch: (cause) => redisError(name, cause) })
+        Effect.tryPromise({ try: () => connection.call(name, ...args), catch: (cause) => redisError(name, cause) }),
+      close: Effect.sync(() => {
+        connection.disconnect()
+        connection.stream?.destroy()
+      })
     }))
   )
 

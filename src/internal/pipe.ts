@@ -14,6 +14,7 @@
  *   then the connection is dropped.
  */
 import * as Clock from "effect/Clock"
+import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
@@ -40,10 +41,22 @@ const BATCH = { "at-most-once": 64, "at-least-once": 1 } as const
 /** The placeholder's mode: an at-most-once receiver's leftovers may have been handed over already. */
 const MODE = { "at-most-once": "most", "at-least-once": "least" } as const
 
-const SEND_FUNCTION = `local function send(messages, closed, payload, ttl)
+/**
+ * `alive(inflight, ttl)`: while the pipe lives, a crashed receiver's unfinished messages live too (for
+ * the next receiver): every send, close and beat keeps an existing in-flight list for two TTLs.
+ */
+const ALIVE_FUNCTION = `local function alive(inflight, ttl)
+  if redis.call('EXISTS', inflight) == 1 then redis.call('PEXPIRE', inflight, 2 * tonumber(ttl), 'GT') end
+end
+`
+
+const SEND_FUNCTION = `${ALIVE_FUNCTION}local function send(messages, closed, inflight, payload, ttl)
   if redis.call('EXISTS', closed) == 1 then return 0 end
+  -- A close sentinel restored past its marker's expiry still closes the pipe.
+  if redis.call('LINDEX', messages, -1) == '${CLOSE}' then return 0 end
   redis.call('RPUSH', messages, payload)
   redis.call('PEXPIRE', messages, ttl)
+  alive(inflight, ttl)
   return 1
 end
 `
@@ -51,50 +64,53 @@ end
 /** @internal {@link SEND} for many calls at once (batched). */
 export const SEND_MANY = Redis.script({
   name: "Pipe.sendMany",
-  keys: 2,
+  keys: 3,
   variadic: true,
-  lua: `${SEND_FUNCTION}${MANY("send", 2, 2)}`
+  lua: `${SEND_FUNCTION}${MANY("send", 3, 2)}`
 })
 
 /**
- * @internal Appends a message unless the pipe is closed. KEYS[1] messages, KEYS[2] closed; ARGV[1] the
- * payload, ARGV[2] the TTL (ms). Returns 1, or 0 when closed (dropped). Calls made together (sends on
- * several pipes) are batched into {@link SEND_MANY}.
+ * @internal Appends a message unless the pipe is closed. KEYS[1] messages, KEYS[2] closed, KEYS[3]
+ * inflight; ARGV[1] the payload, ARGV[2] the TTL (ms). Returns 1, or 0 when closed (dropped). Calls
+ * made together (sends on several pipes) are batched into {@link SEND_MANY}.
  */
 export const SEND = Redis.script({
   name: "Pipe.send",
-  keys: 2,
+  keys: 3,
   many: SEND_MANY,
-  lua: `${SEND_FUNCTION}return send(KEYS[1], KEYS[2], ARGV[1], ARGV[2])
+  lua: `${SEND_FUNCTION}return send(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2])
 `
 })
 
 /**
  * @internal Closes the pipe: appends the close sentinel and sets the closed marker, both for one TTL.
- * KEYS[1] messages, KEYS[2] closed; ARGV[1] the TTL (ms). Returns 1, or 0 when already closed.
+ * KEYS[1] messages, KEYS[2] closed, KEYS[3] inflight; ARGV[1] the TTL (ms). Returns 1, or 0 when
+ * already closed.
  */
 export const CLOSE_SCRIPT = Redis.script({
   name: "Pipe.close",
-  keys: 2,
-  lua: `if redis.call('EXISTS', KEYS[2]) == 1 then return 0 end
+  keys: 3,
+  lua: `${ALIVE_FUNCTION}if redis.call('EXISTS', KEYS[2]) == 1 then return 0 end
 redis.call('RPUSH', KEYS[1], '${CLOSE}')
 redis.call('PEXPIRE', KEYS[1], ARGV[1])
 redis.call('SET', KEYS[2], '1', 'PX', ARGV[1])
+alive(KEYS[3], ARGV[1])
 return 1
 `
 })
 
 /**
  * @internal A heartbeat: restarts the TTL of the message list, and appends a beat sentinel when the
- * list is empty (so beats never pile up). KEYS[1] messages, KEYS[2] closed; ARGV[1] the TTL (ms).
- * Returns 1, or 0 when closed (nothing done).
+ * list is empty (so beats never pile up). KEYS[1] messages, KEYS[2] closed, KEYS[3] inflight; ARGV[1]
+ * the TTL (ms). Returns 1, or 0 when closed (nothing done).
  */
 export const BEAT_SCRIPT = Redis.script({
   name: "Pipe.beat",
-  keys: 2,
-  lua: `if redis.call('EXISTS', KEYS[2]) == 1 then return 0 end
+  keys: 3,
+  lua: `${ALIVE_FUNCTION}if redis.call('EXISTS', KEYS[2]) == 1 then return 0 end
 if redis.call('LLEN', KEYS[1]) == 0 then redis.call('RPUSH', KEYS[1], '${BEAT}') end
 redis.call('PEXPIRE', KEYS[1], ARGV[1])
+alive(KEYS[3], ARGV[1])
 return 1
 `
 })
@@ -266,18 +282,18 @@ class PipeImpl<Name extends Redis.KeyName, A> implements Pipe.Pipe<Name, A> {
         })
       )
     }
-    const { closed, messages } = keys.right
+    const { closed, inflight, messages } = keys.right
     const args = [payload.right, String(this.ttlMillis)]
-    return access.write(Pipe.entity, (redis) => Effect.asVoid(redis.script(SEND, [messages, closed], args)))
+    return access.write(Pipe.entity, (redis) => Effect.asVoid(redis.script(SEND, [messages, closed, inflight], args)))
   }
 
   readonly close = (name: Name): Effect.Effect<void, Redis.RedisError | Redis.InvalidInput, Pipe.Requirements> => {
     const keys = this.keys("close", name)
     if (Either.isLeft(keys)) return Effect.fail(keys.left)
-    const { closed, messages } = keys.right
+    const { closed, inflight, messages } = keys.right
     return access.write(
       Pipe.entity,
-      (redis) => Effect.asVoid(redis.script(CLOSE_SCRIPT, [messages, closed], [String(this.ttlMillis)]))
+      (redis) => Effect.asVoid(redis.script(CLOSE_SCRIPT, [messages, closed, inflight], [String(this.ttlMillis)]))
     )
   }
 
@@ -331,10 +347,14 @@ const receiver = <Name extends Redis.KeyName, A>(
       at: 0,
       lost: false
     }
-    const kill = Effect.ignore(redis.command("CLIENT", ["KILL", "ID", dedicated.id]))
+    // CLIENT KILL from the shared connection ends a BLMOVE still on the dedicated socket for good. If it
+    // fails (no CLIENT permission, a server that does not answer), close the socket here at least.
+    const kill = Effect.catchAll(redis.command("CLIENT", ["KILL", "ID", dedicated.id]), () => dedicated.close)
     const release = Effect.suspend(() =>
       Effect.zipRight(kill, Effect.ignore(redis.script(RELEASE, [receiver, inflight, messages], [token, String(state.done), ttl])))
     )
+    // The lease runs from before the request that took it, at the latest.
+    const opening = yield* Clock.currentTimeMillis
     const opened = yield* Effect.acquireRelease(
       Effect.flatMap(redis.script(OPEN, [receiver, inflight, messages, closed], [token, ttl, MODE[delivery], inflightTtl]), (reply) =>
         reply === 0 || reply === 1 || reply === 2 ? Effect.succeed(reply) : Effect.fail(unexpected(`script ${OPEN.name}`, reply))),
@@ -344,28 +364,39 @@ const receiver = <Name extends Redis.KeyName, A>(
     if (opened === 2) return Stream.empty
 
     // Renewal: the lease is lost when a renewal finds another token, or none could be confirmed for a
-    // whole TTL. Then the blocked BLMOVE is cut off, and the next pull fails with PipeBusy (Lost).
+    // whole TTL (each renewal waits no longer than the time left). Then the blocked BLMOVE is cut off,
+    // here and on the server, and the pull fails with PipeBusy (Lost).
     const renewEvery = Duration.millis(Math.max(1, Math.floor(pipe.ttlMillis / 3)))
+    const lost = yield* Deferred.make<void>()
     yield* Effect.forkScoped(Effect.gen(function*() {
-      let confirmed = yield* Clock.currentTimeMillis
+      let confirmed = opening
       while (true) {
         yield* Effect.sleep(renewEvery)
         const sent = yield* Clock.currentTimeMillis
-        const renewed = yield* Effect.either(redis.script(RENEW, [receiver, inflight], [token, ttl, inflightTtl]))
-        if (Either.isRight(renewed) && renewed.right === 1) {
+        const left = confirmed + pipe.ttlMillis - sent
+        const renewed = left <= 0 ? Option.none() : yield* Effect.timeoutOption(
+          Effect.either(redis.script(RENEW, [receiver, inflight], [token, ttl, inflightTtl])),
+          Duration.millis(left)
+        )
+        if (Option.isSome(renewed) && Either.isRight(renewed.value) && renewed.value.right === 1) {
           confirmed = sent
         } else if (
-          Either.isRight(renewed) ||
-          (yield* Clock.currentTimeMillis) + Duration.toMillis(renewEvery) - confirmed >= pipe.ttlMillis
+          Option.isNone(renewed) || Either.isRight(renewed.value) ||
+          (yield* Clock.currentTimeMillis) + Duration.toMillis(renewEvery) >= confirmed + pipe.ttlMillis
         ) {
           state.lost = true
-          return yield* kill
+          yield* Deferred.succeed(lost, undefined)
+          return yield* Effect.zipRight(dedicated.close, kill)
         }
       }
     }))
 
     const fetch = Effect.suspend(() => redis.script(FETCH, [receiver, inflight, messages], [token, String(state.done), batch]))
-    const block = dedicated.command("BLMOVE", [messages, inflight, "LEFT", "RIGHT", blockSeconds])
+    // A lost lease ends the wait at once, whatever the server does with the BLMOVE.
+    const block = Effect.raceFirst(
+      dedicated.command("BLMOVE", [messages, inflight, "LEFT", "RIGHT", blockSeconds]),
+      Effect.zipRight(Deferred.await(lost), Effect.fail(new Redis.RedisError({ reason: "Connection", operation: "BLMOVE", cause: new Error("the receiver's lease was lost") })))
+    )
 
     /** Hands over the next payload of the buffer, or says there is none (undefined). Synchronous. */
     const next = (): Effect.Effect<A, Option.Option<Pipe.ReceiveError>> | undefined => {
@@ -455,7 +486,8 @@ export const heartbeat = <Name extends Redis.KeyName, A>(
   if (Either.isLeft(encoded)) return Effect.fail(encoded.left)
   const keys = [
     key.taggedKey(KIND, pipe.namespace, encoded.right, "messages"),
-    key.taggedKey(KIND, pipe.namespace, encoded.right, "closed")
+    key.taggedKey(KIND, pipe.namespace, encoded.right, "closed"),
+    key.taggedKey(KIND, pipe.namespace, encoded.right, "inflight")
   ]
   const beat = access.write(Pipe.entity, (redis) => redis.script(BEAT_SCRIPT, keys, [String(ttlMillis)]))
   return Effect.forever(Effect.zipRight(beat, Effect.sleep(period)))
