@@ -4,7 +4,7 @@
  * of its keys live in one slot.
  */
 import * as Either from "effect/Either"
-import type * as Redis from "../Redis.js"
+import * as Redis from "../Redis.js"
 
 /** @internal */
 export const PREFIX = "@@wakuwaku"
@@ -48,6 +48,17 @@ export const encodeName = (name: Redis.KeyName): Either.Either<string, string> =
         : Either.left(`a name must be a string, a safe integer, a bigint or a Uint8Array, got ${typeof name}`)
   }
 }
+
+/** @internal {@link encodeName}, failing with InvalidInput for `<label>.<operation>`. */
+export const encodeNameOf = (
+  label: string,
+  operation: string,
+  name: Redis.KeyName
+): Either.Either<string, Redis.InvalidInput> =>
+  Either.mapLeft(
+    encodeName(name),
+    (message) => new Redis.InvalidInput({ operation: `${label}.${operation}`, argument: "name", message })
+  )
 
 /** @internal A single-key item. */
 export const itemKey = (kind: string, namespace: string, encodedName: string): string =>

@@ -136,13 +136,6 @@ export const fenceOf = (operation: string) => (reply: unknown): Effect.Effect<Op
       })
     )
 
-/** @internal The encoded name, or InvalidInput. */
-export const encode = (label: string, operation: string, name: Redis.KeyName): Either.Either<string, Redis.InvalidInput> =>
-  Either.mapLeft(
-    key.encodeName(name),
-    (message) => new Redis.InvalidInput({ operation: `${label}.${operation}`, argument: "name", message })
-  )
-
 class LockImpl<Name extends Redis.KeyName> implements Lock.Lock<Name> {
   readonly label: string
   readonly leaseMillis: string
@@ -155,7 +148,7 @@ class LockImpl<Name extends Redis.KeyName> implements Lock.Lock<Name> {
   readonly tryLock = (
     name: Name
   ): Effect.Effect<Option.Option<Lock.LockToken>, Redis.RedisError | Redis.InvalidInput, Lock.Requirements> => {
-    const encoded = encode(this.label, "tryLock", name)
+    const encoded = key.encodeNameOf(this.label, "tryLock", name)
     if (Either.isLeft(encoded)) return Effect.fail(encoded.left)
     const owner = key.taggedKey(KIND, this.namespace, encoded.right, "owner")
     const fenceKey = key.taggedKey(KIND, this.namespace, encoded.right, "fence")
@@ -198,7 +191,7 @@ export const renewal = (ttl: Duration.Duration, options: Lock.Options | undefine
 /** @internal */
 export const scoped = <Name extends Redis.KeyName>(lock: Lock.Lock<Name>, name: Name, options: Lock.Options | undefined) => {
   const label = `Lock(${lock.namespace})`
-  const encoded = encode(label, "withLock", name)
+  const encoded = key.encodeNameOf(label, "withLock", name)
   if (Either.isLeft(encoded)) return Effect.fail(encoded.left)
   const lostError = (token: Lock.LockToken) => (reason: Lock.LockLost["reason"]) =>
     new Lock.LockLost({ lock: label, name: encoded.right, fence: token.fence, reason })

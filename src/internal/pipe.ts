@@ -225,13 +225,6 @@ return 1
 `
 })
 
-/** @internal The encoded name, or InvalidInput. */
-const encodeName = (label: string, operation: string, name: Redis.KeyName): Either.Either<string, Redis.InvalidInput> =>
-  Either.mapLeft(
-    key.encodeName(name),
-    (message) => new Redis.InvalidInput({ operation: `${label}.${operation}`, argument: "name", message })
-  )
-
 const unexpected = (operation: string, reply: unknown) =>
   new Redis.RedisError({ reason: "Reply", operation, cause: new Error(`unexpected reply ${JSON.stringify(reply)}`) })
 
@@ -260,7 +253,7 @@ class PipeImpl<Name extends Redis.KeyName, A> implements Pipe.Pipe<Name, A> {
   }
 
   keys(operation: string, name: Name): Either.Either<Keys, Redis.InvalidInput> {
-    return Either.map(encodeName(this.label, operation, name), (encoded) => ({
+    return Either.map(key.encodeNameOf(this.label, operation, name), (encoded) => ({
       name: encoded,
       messages: key.taggedKey(KIND, this.namespace, encoded, "messages"),
       closed: key.taggedKey(KIND, this.namespace, encoded, "closed"),
@@ -482,7 +475,7 @@ export const heartbeat = <Name extends Redis.KeyName, A>(
   const period = every === undefined
     ? Duration.millis(Math.max(1, Math.floor(ttlMillis / 3)))
     : positive(every, `${label} heartbeat period`)
-  const encoded = encodeName(label, "heartbeat", name)
+  const encoded = key.encodeNameOf(label, "heartbeat", name)
   if (Either.isLeft(encoded)) return Effect.fail(encoded.left)
   const keys = [
     key.taggedKey(KIND, pipe.namespace, encoded.right, "messages"),

@@ -10,7 +10,7 @@ import * as access from "./access.js"
 import { positive, toMillis } from "./duration.js"
 import * as key from "./key.js"
 import * as lease from "./lease.js"
-import { encode, FENCE, fenceOf, flag, renewal } from "./lock.js"
+import { FENCE, fenceOf, flag, renewal } from "./lock.js"
 import { NOW_US } from "./lua.js"
 
 const KIND = "RwLock"
@@ -141,7 +141,7 @@ class RwLockImpl<Name extends Redis.KeyName> implements RwLock.RwLock<Name> {
   }
 
   keys(operation: string, name: Name): Either.Either<Keys, Redis.InvalidInput> {
-    return Either.map(encode(this.label, operation, name), (encoded) => ({
+    return Either.map(key.encodeNameOf(this.label, operation, name), (encoded) => ({
       name: encoded,
       writer: key.taggedKey(KIND, this.namespace, encoded, "writer"),
       readers: key.taggedKey(KIND, this.namespace, encoded, "readers"),
@@ -248,7 +248,7 @@ const held = <Name extends Redis.KeyName, T extends lease.Lease<RwLock.Requireme
   fence: (token: T) => bigint | undefined
 ) => {
   const label = `RwLock(${rw.namespace}).${side}`
-  const encoded = encode(`RwLock(${rw.namespace})`, side === "read" ? "withRead" : "withWrite", name)
+  const encoded = key.encodeNameOf(`RwLock(${rw.namespace})`, side === "read" ? "withRead" : "withWrite", name)
   if (Either.isLeft(encoded)) return Effect.fail(encoded.left)
   return Effect.flatMap(
     lease.acquire<T, Redis.RedisError | Redis.InvalidInput, RwLock.Requirements>(

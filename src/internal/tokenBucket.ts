@@ -132,10 +132,8 @@ class BucketImpl<Name extends Redis.KeyName> implements TokenBucket.TokenBucket<
 
   /** The key of `name`, or why it has none. */
   private keyOf(operation: string, name: Name): string | Redis.InvalidInput {
-    const encoded = key.encodeName(name)
-    return Either.isRight(encoded)
-      ? key.itemKey(KIND, this.namespace, encoded.right)
-      : new Redis.InvalidInput({ operation: `${this.label}.${operation}`, argument: "name", message: encoded.left })
+    const encoded = key.encodeNameOf(this.label, operation, name)
+    return Either.isRight(encoded) ? key.itemKey(KIND, this.namespace, encoded.right) : encoded.left
   }
 
   readonly acquire = (
