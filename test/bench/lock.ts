@@ -34,7 +34,7 @@ import { Redis as IORedis } from "ioredis"
 import { Mutex } from "redis-semaphore"
 import { Lock, Redis } from "wakuwaku"
 import * as RedisServer from "wakuwaku/RedisServer"
-import { ACQUIRE, RELEASE } from "../../src/internal/lock.js"
+import { ACQUIRE, RELEASE } from "wakuwaku/internal/lock"
 import { clockTicks, machineTicks, median, percentile, plainClient, processTicks } from "./measure.js"
 
 const IN_FLIGHT = 64

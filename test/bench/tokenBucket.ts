@@ -30,7 +30,7 @@ import type { Context } from "effect"
 import { Redis as IORedis } from "ioredis"
 import { Rate, Redis, TokenBucket } from "wakuwaku"
 import * as RedisServer from "wakuwaku/RedisServer"
-import { ACQUIRE } from "../../src/internal/tokenBucket.js"
+import { ACQUIRE } from "wakuwaku/internal/tokenBucket"
 import { clockTicks, machineTicks, median, percentile, plainClient, processTicks } from "./measure.js"
 
 const NAMES = 10_000
