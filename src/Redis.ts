@@ -52,6 +52,7 @@ import type * as Layer from "effect/Layer"
 import type * as Scope from "effect/Scope"
 import type { Cluster, Redis as IORedis, RedisOptions } from "ioredis"
 import type * as Capability from "./Capability.js"
+import * as memory from "./internal/memory.js"
 import * as internal from "./internal/redis.js"
 
 /**
@@ -303,3 +304,69 @@ export const layerClient = (client: IORedis | Cluster): Layer.Layer<ReadWrite> =
  */
 export const layerClientReadOnly = (client: IORedis | Cluster): Layer.Layer<ReadOnly> =>
   internal.layerClientReadOnly(client)
+
+/**
+ * A store of the memory backend: keys, values and TTLs in this process's memory. Every layer made
+ * with it sees the same data; by default each memory layer makes its own.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface MemoryStore {
+  readonly [memory.StoreTypeId]: typeof memory.StoreTypeId
+  /** How many keys the store holds right now, expired ones not yet swept included (as `DBSIZE`). */
+  readonly size: number
+}
+
+/**
+ * Options of the memory backend.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface MemoryOptions {
+  /**
+   * How often expired keys are removed from memory. An expired key is invisible at once either way;
+   * the sweep only bounds memory. Default 1 second, on Effect's `Clock`.
+   */
+  readonly sweepInterval?: Duration.DurationInput | undefined
+  /** The store to use, to share one between layers (a read-write and a read-only one). Default: a new one. */
+  readonly store?: MemoryStore | undefined
+}
+
+/**
+ * An empty store for {@link layerMemory} and {@link layerMemoryReadOnly}, to share between them.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const makeMemoryStore = (): MemoryStore => memory.makeStore()
+
+/**
+ * The embedded backend: the same `Redis` service, backed by this process's memory instead of a server.
+ * Grants `Capability.ReadWrite`, as {@link layer} does.
+ *
+ * Every script the library runs has a TypeScript twin beside its Lua, run here with the same KEYS and
+ * ARGV and replying with the same shape, one call at a time and atomically (nothing else runs in
+ * between); plain commands and BLMOVE follow Redis's rules. Time is Effect's `Clock`, read when each
+ * call runs, so under `TestClock` a test drives the structures' time: drain a bucket,
+ * `TestClock.adjust("3 seconds")`, and exactly the tokens of 3 seconds are back. TTLs are honoured: an
+ * expired key is invisible at once, and a sweep every `sweepInterval` frees its memory.
+ *
+ * The store belongs to one process. It is not shared across replicas: use it for tests, for a single
+ * process, and for running without a server; use {@link layer} when several processes share limits.
+ * Scripts declared outside the library (with no twin) fail with a `RedisError` (reason `Script`).
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerMemory = (options?: MemoryOptions): Layer.Layer<ReadWrite> => memory.layer(options, "ReadWrite")
+
+/**
+ * {@link layerMemory} granting only `Capability.ReadOnly`: pass it the store of a read-write memory
+ * layer to read what that one wrote, as a replica would.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerMemoryReadOnly = (options?: MemoryOptions): Layer.Layer<ReadOnly> => memory.layer(options, "ReadOnly")

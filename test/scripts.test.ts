@@ -1,7 +1,11 @@
-/** Every script the library runs declares exactly the KEYS it reads, and names no key itself. */
+/**
+ * Every script the library runs declares exactly the KEYS it reads, names no key itself, and has a
+ * TypeScript twin for the memory backend.
+ */
 import { readdirSync } from "node:fs"
 import { describe, expect, it } from "vitest"
 import type { Redis } from "wakuwaku"
+import { twinOf } from "../src/internal/memory.js"
 
 const isScript = (u: unknown): u is Redis.Script =>
   typeof u === "object" && u !== null && "lua" in u && "sha1" in u && "keys" in u
@@ -42,6 +46,10 @@ describe("scripts", () => {
       "TokenBucket.acquireMany",
       "TokenBucket.peek"
     ])
+  })
+
+  it("every one has a TypeScript twin, which the memory backend runs", () => {
+    expect(scripts.filter((s) => twinOf(s) === undefined).map((s) => s.name)).toEqual([])
   })
 
   const many = new Set(scripts.flatMap((s) => s.many ? [s.many] : []))

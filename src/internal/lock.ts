@@ -10,6 +10,7 @@ import { positive, toMillis } from "./duration.js"
 import * as key from "./key.js"
 import * as lease from "./lease.js"
 import { MANY } from "./lua.js"
+import * as memory from "./memory.js"
 
 const KIND = "Lock"
 
@@ -24,6 +25,16 @@ if last and tonumber(last) >= fence then fence = tonumber(last) + 1 end
 fence = string.format('%d', fence)
 redis.call('SET', KEYS[${fenceKey}], fence, 'PX', lease)
 `
+
+/** @internal The twin of {@link FENCE}: the fence for a grant at `db.now`, stored for `lease` ms. */
+export const fenceTwin = (db: memory.Db, fenceKey: string, lease: string): string => {
+  let fence = db.now
+  const last = db.get(fenceKey)
+  if (last !== null && Number(last) >= fence) fence = Number(last) + 1
+  const decimal = String(fence)
+  db.set(fenceKey, decimal, { px: lease })
+  return decimal
+}
 
 /**
  * @internal The Lock functions: `grant(owner, fenceKey, token, lease)` takes the lock if free and
@@ -53,62 +64,94 @@ local function renew(owner, token, lease)
 end
 `
 
+/** The twins of FUNCTIONS (memory.ts). */
+const grant: memory.Twin = (db, [owner, fenceKey], [token, lease]) =>
+  db.set(owner!, token!, { nx: true, px: lease! }) === null ? null : fenceTwin(db, fenceKey!, lease!)
+const free: memory.Twin = (db, [owner], [token]) => {
+  if (db.get(owner!) !== token) return 0
+  db.del(owner!)
+  return 1
+}
+const renew: memory.Twin = (db, [owner], [token, lease]) => {
+  if (db.get(owner!) !== token) return 0
+  db.pexpire(owner!, lease!)
+  return 1
+}
+
 /** @internal {@link ACQUIRE} for many calls at once (batched). */
-export const ACQUIRE_MANY = Redis.script({
-  name: "Lock.acquireMany",
-  keys: 2,
-  variadic: true,
-  lua: `${FUNCTIONS}${MANY("grant", 2, 2)}`
-})
+export const ACQUIRE_MANY = memory.twin(
+  Redis.script({
+    name: "Lock.acquireMany",
+    keys: 2,
+    variadic: true,
+    lua: `${FUNCTIONS}${MANY("grant", 2, 2)}`
+  }),
+  memory.many(grant, 2, 2)
+)
 
 /**
  * @internal Takes the lock if free. KEYS[1] the owner key, KEYS[2] the fence key; ARGV[1] the token,
  * ARGV[2] the lease (ms). Returns the fence (a decimal string) when granted, nil when held.
  */
-export const ACQUIRE = Redis.script({
-  name: "Lock.acquire",
-  keys: 2,
-  many: ACQUIRE_MANY,
-  lua: `${FUNCTIONS}return grant(KEYS[1], KEYS[2], ARGV[1], ARGV[2])
+export const ACQUIRE = memory.twin(
+  Redis.script({
+    name: "Lock.acquire",
+    keys: 2,
+    many: ACQUIRE_MANY,
+    lua: `${FUNCTIONS}return grant(KEYS[1], KEYS[2], ARGV[1], ARGV[2])
 `
-})
+  }),
+  grant
+)
 
 /** @internal {@link RELEASE} for many calls at once (batched). */
-export const RELEASE_MANY = Redis.script({
-  name: "Lock.releaseMany",
-  keys: 1,
-  variadic: true,
-  lua: `${FUNCTIONS}${MANY("free", 1, 1)}`
-})
+export const RELEASE_MANY = memory.twin(
+  Redis.script({
+    name: "Lock.releaseMany",
+    keys: 1,
+    variadic: true,
+    lua: `${FUNCTIONS}${MANY("free", 1, 1)}`
+  }),
+  memory.many(free, 1, 1)
+)
 
 /** @internal Deletes the lock if the token holds it. KEYS[1] the owner key; ARGV[1] the token. Returns 1 or 0. */
-export const RELEASE = Redis.script({
-  name: "Lock.release",
-  keys: 1,
-  many: RELEASE_MANY,
-  lua: `${FUNCTIONS}return free(KEYS[1], ARGV[1])
+export const RELEASE = memory.twin(
+  Redis.script({
+    name: "Lock.release",
+    keys: 1,
+    many: RELEASE_MANY,
+    lua: `${FUNCTIONS}return free(KEYS[1], ARGV[1])
 `
-})
+  }),
+  free
+)
 
 /** @internal {@link EXTEND} for many calls at once (batched). */
-export const EXTEND_MANY = Redis.script({
-  name: "Lock.extendMany",
-  keys: 1,
-  variadic: true,
-  lua: `${FUNCTIONS}${MANY("renew", 1, 2)}`
-})
+export const EXTEND_MANY = memory.twin(
+  Redis.script({
+    name: "Lock.extendMany",
+    keys: 1,
+    variadic: true,
+    lua: `${FUNCTIONS}${MANY("renew", 1, 2)}`
+  }),
+  memory.many(renew, 1, 2)
+)
 
 /**
  * @internal Restarts the lease if the token holds the lock. KEYS[1] the owner key; ARGV[1] the token,
  * ARGV[2] the lease (ms). Returns 1 or 0.
  */
-export const EXTEND = Redis.script({
-  name: "Lock.extend",
-  keys: 1,
-  many: EXTEND_MANY,
-  lua: `${FUNCTIONS}return renew(KEYS[1], ARGV[1], ARGV[2])
+export const EXTEND = memory.twin(
+  Redis.script({
+    name: "Lock.extend",
+    keys: 1,
+    many: EXTEND_MANY,
+    lua: `${FUNCTIONS}return renew(KEYS[1], ARGV[1], ARGV[2])
 `
-})
+  }),
+  renew
+)
 
 /** @internal Decodes a 1/0 reply. */
 export const flag = (operation: string) => (reply: unknown): Effect.Effect<boolean, Redis.RedisError> =>

@@ -29,6 +29,7 @@ import { positive, toMillis } from "./duration.js"
 import * as key from "./key.js"
 import * as lease from "./lease.js"
 import { MANY } from "./lua.js"
+import * as memory from "./memory.js"
 
 const KIND = "Pipe"
 
@@ -61,33 +62,46 @@ const SEND_FUNCTION = `${ALIVE_FUNCTION}local function send(messages, closed, in
 end
 `
 
+/** The twins of ALIVE_FUNCTION and SEND_FUNCTION (memory.ts). */
+const alive = (db: memory.Db, inflight: string, ttl: string) => {
+  if (db.exists(inflight) === 1) db.pexpire(inflight, 2 * Number(ttl), true)
+}
+const send: memory.Twin = (db, [messages, closed, inflight], [payload, ttl]) => {
+  if (db.exists(closed!) === 1) return 0
+  if (db.lindex(messages!, -1) === CLOSE) return 0
+  db.rpush(messages!, payload!)
+  db.pexpire(messages!, ttl!)
+  alive(db, inflight!, ttl!)
+  return 1
+}
+
 /** @internal {@link SEND} for many calls at once (batched). */
-export const SEND_MANY = Redis.script({
+export const SEND_MANY = memory.twin(Redis.script({
   name: "Pipe.sendMany",
   keys: 3,
   variadic: true,
   lua: `${SEND_FUNCTION}${MANY("send", 3, 2)}`
-})
+}), memory.many(send, 3, 2))
 
 /**
  * @internal Appends a message unless the pipe is closed. KEYS[1] messages, KEYS[2] closed, KEYS[3]
  * inflight; ARGV[1] the payload, ARGV[2] the TTL (ms). Returns 1, or 0 when closed (dropped). Calls
  * made together (sends on several pipes) are batched into {@link SEND_MANY}.
  */
-export const SEND = Redis.script({
+export const SEND = memory.twin(Redis.script({
   name: "Pipe.send",
   keys: 3,
   many: SEND_MANY,
   lua: `${SEND_FUNCTION}return send(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2])
 `
-})
+}), send)
 
 /**
  * @internal Closes the pipe: appends the close sentinel and sets the closed marker, both for one TTL.
  * KEYS[1] messages, KEYS[2] closed, KEYS[3] inflight; ARGV[1] the TTL (ms). Returns 1, or 0 when
  * already closed.
  */
-export const CLOSE_SCRIPT = Redis.script({
+export const CLOSE_SCRIPT = memory.twin(Redis.script({
   name: "Pipe.close",
   keys: 3,
   lua: `${ALIVE_FUNCTION}if redis.call('EXISTS', KEYS[2]) == 1 then return 0 end
@@ -97,6 +111,13 @@ redis.call('SET', KEYS[2], '1', 'PX', ARGV[1])
 alive(KEYS[3], ARGV[1])
 return 1
 `
+}), (db, [messages, closed, inflight], [ttl]) => {
+  if (db.exists(closed!) === 1) return 0
+  db.rpush(messages!, CLOSE)
+  db.pexpire(messages!, ttl!)
+  db.set(closed!, "1", { px: ttl! })
+  alive(db, inflight!, ttl!)
+  return 1
 })
 
 /**
@@ -104,7 +125,7 @@ return 1
  * list is empty (so beats never pile up). KEYS[1] messages, KEYS[2] closed, KEYS[3] inflight; ARGV[1]
  * the TTL (ms). Returns 1, or 0 when closed (nothing done).
  */
-export const BEAT_SCRIPT = Redis.script({
+export const BEAT_SCRIPT = memory.twin(Redis.script({
   name: "Pipe.beat",
   keys: 3,
   lua: `${ALIVE_FUNCTION}if redis.call('EXISTS', KEYS[2]) == 1 then return 0 end
@@ -113,6 +134,12 @@ redis.call('PEXPIRE', KEYS[1], ARGV[1])
 alive(KEYS[3], ARGV[1])
 return 1
 `
+}), (db, [messages, closed, inflight], [ttl]) => {
+  if (db.exists(closed!) === 1) return 0
+  if (db.llen(messages!) === 0) db.rpush(messages!, BEAT)
+  db.pexpire(messages!, ttl!)
+  alive(db, inflight!, ttl!)
+  return 1
 })
 
 /**
@@ -123,7 +150,7 @@ return 1
  * the mode (`most` or `least`), ARGV[4] the in-flight TTL (ms). Returns 1 when open, 0 when another
  * receiver holds the lease, 2 when the pipe is closed and drained (no lease is kept).
  */
-export const OPEN = Redis.script({
+export const OPEN = memory.twin(Redis.script({
   name: "Pipe.open",
   keys: 4,
   lua: `if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 0 end
@@ -145,6 +172,26 @@ redis.call('RPUSH', KEYS[2], '!' .. ARGV[3] .. ':0')
 redis.call('PEXPIRE', KEYS[2], ARGV[4])
 return 1
 `
+}), (db, [receiver, inflight, messages, closed], [token, ttl, mode, inflightTtl]) => {
+  if (db.set(receiver!, token!, { nx: true, px: ttl! }) === null) return 0
+  const items = db.lrange(inflight!, 0, -1)
+  if (items.length > 0) {
+    const left = /^!([A-Za-z]+):\d+$/.exec(items[0]!)?.[1]
+    if (left !== "most") {
+      // Lua's 1-based `from`: skip the placeholder when there is one.
+      const from = left !== undefined ? 2 : 1
+      for (let i = items.length; i >= from; i--) db.lpush(messages!, items[i - 1]!)
+      if (items.length >= from) db.pexpire(messages!, ttl!)
+    }
+    db.del(inflight!)
+  }
+  if (db.exists(closed!) === 1 && db.exists(messages!) === 0) {
+    db.del(receiver!)
+    return 2
+  }
+  db.rpush(inflight!, `!${mode}:0`)
+  db.pexpire(inflight!, inflightTtl!)
+  return 1
 })
 
 const FETCH_FUNCTION = `local function fetch(receiver, inflight, messages, token, done, count)
@@ -163,13 +210,30 @@ const FETCH_FUNCTION = `local function fetch(receiver, inflight, messages, token
 end
 `
 
+/** The twin of FETCH_FUNCTION (memory.ts). */
+const PLACEHOLDER = /^!([A-Za-z]+):(\d+)$/
+const fetch: memory.Twin = (db, [receiver, inflight, messages], [token, done, count]) => {
+  if (db.get(receiver!) !== token) return null
+  const [, mode, last] = PLACEHOLDER.exec(db.lindex(inflight!, 0) ?? "") ?? []
+  if (mode === undefined) return null
+  const drop = Number(done) - Number(last)
+  if (drop > 0) {
+    db.lset(inflight!, drop, `!${mode}:${done}`)
+    db.ltrim(inflight!, drop, -1)
+  }
+  const moved = db.lpop(messages!, count!)
+  if (moved === null) return []
+  db.rpush(inflight!, ...moved)
+  return moved
+}
+
 /** @internal {@link FETCH} for many calls at once (batched). */
-export const FETCH_MANY = Redis.script({
+export const FETCH_MANY = memory.twin(Redis.script({
   name: "Pipe.fetchMany",
   keys: 3,
   variadic: true,
   lua: `${FETCH_FUNCTION}${MANY("fetch", 3, 3)}`
-})
+}), memory.many(fetch, 3, 3))
 
 /**
  * @internal Drops the finished prefix of inflight and moves up to ARGV[3] messages to its tail. KEYS[1]
@@ -178,19 +242,19 @@ export const FETCH_MANY = Redis.script({
  * or nil when the lease is not the token's. Calls made together (receivers of several pipes) are
  * batched into {@link FETCH_MANY}.
  */
-export const FETCH = Redis.script({
+export const FETCH = memory.twin(Redis.script({
   name: "Pipe.fetch",
   keys: 3,
   many: FETCH_MANY,
   lua: `${FETCH_FUNCTION}return fetch(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[3])
 `
-})
+}), fetch)
 
 /**
  * @internal Renews the receiver's lease. KEYS[1] receiver, KEYS[2] inflight; ARGV[1] the token, ARGV[2]
  * the TTL (ms), ARGV[3] the in-flight TTL (ms). Returns 1, or 0 when the lease is not the token's.
  */
-export const RENEW = Redis.script({
+export const RENEW = memory.twin(Redis.script({
   name: "Pipe.renew",
   keys: 2,
   lua: `if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
@@ -198,6 +262,11 @@ redis.call('PEXPIRE', KEYS[1], ARGV[2])
 redis.call('PEXPIRE', KEYS[2], ARGV[3])
 return 1
 `
+}), (db, [receiver, inflight], [token, ttl, inflightTtl]) => {
+  if (db.get(receiver!) !== token) return 0
+  db.pexpire(receiver!, ttl!)
+  db.pexpire(inflight!, inflightTtl!)
+  return 1
 })
 
 /**
@@ -207,7 +276,7 @@ return 1
  * KEYS[3] messages; ARGV[1] the token, ARGV[2] how many messages the receiver finished, ARGV[3] the TTL
  * (ms). Returns 1, or 0 when another receiver holds the lease (nothing done).
  */
-export const RELEASE = Redis.script({
+export const RELEASE = memory.twin(Redis.script({
   name: "Pipe.release",
   keys: 3,
   lua: `local owner = redis.call('GET', KEYS[1])
@@ -223,6 +292,19 @@ end
 if owner then redis.call('DEL', KEYS[1]) end
 return 1
 `
+}), (db, [receiver, inflight, messages], [token, done, ttl]) => {
+  const owner = db.get(receiver!)
+  if (owner !== null && owner !== token) return 0
+  const items = db.lrange(inflight!, 0, -1)
+  const last = /^![A-Za-z]+:(\d+)$/.exec(items[0] ?? "")?.[1]
+  if (last !== undefined) {
+    const from = 2 + Number(done) - Number(last)
+    for (let i = items.length; i >= from; i--) db.lpush(messages!, items[i - 1]!)
+    if (items.length >= from) db.pexpire(messages!, ttl!)
+    db.del(inflight!)
+  }
+  if (owner !== null) db.del(receiver!)
+  return 1
 })
 
 const unexpected = (operation: string, reply: unknown) =>

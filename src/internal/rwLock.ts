@@ -10,8 +10,9 @@ import * as access from "./access.js"
 import { positive, toMillis } from "./duration.js"
 import * as key from "./key.js"
 import * as lease from "./lease.js"
-import { FENCE, fenceOf, flag, renewal } from "./lock.js"
+import { FENCE, fenceOf, fenceTwin, flag, renewal } from "./lock.js"
 import { NOW_US } from "./lua.js"
+import * as memory from "./memory.js"
 
 const KIND = "RwLock"
 
@@ -32,18 +33,32 @@ const KEEP_READERS = (readers: number) =>
 if longest then redis.call('PEXPIRE', KEYS[${readers}], math.max(1, math.ceil((tonumber(longest) - now) / 1000))) end
 `
 
+/** The twins of PRUNE and KEEP_READERS (memory.ts). */
+const prune = (db: memory.Db, readers: string) => db.zremrangebyscore(readers, db.now)
+const keepReaders = (db: memory.Db, readers: string) => {
+  const longest = db.zrangeWithScores(readers, -1, -1)[1]
+  if (longest !== undefined) db.pexpire(readers, Math.max(1, Math.ceil((Number(longest) - db.now) / 1000)))
+}
+const leaseEnd = (db: memory.Db, lease: string) => db.now + Number(lease) * 1000
+
 /**
  * @internal A read lease, granted when there is no writer and no writer waiting. KEYS[1] the writer,
  * KEYS[2] the readers, KEYS[3] the writer intent; ARGV[1] the token, ARGV[2] the lease (ms).
  * Returns 1 when granted, 0 when not.
  */
-export const READ = Redis.script({
+export const READ = memory.twin(Redis.script({
   name: "RwLock.read",
   keys: 3,
   lua: `${PRUNE(2)}if redis.call('EXISTS', KEYS[1]) == 1 or redis.call('EXISTS', KEYS[3]) == 1 then return 0 end
 redis.call('ZADD', KEYS[2], string.format('%d', now + tonumber(ARGV[2]) * 1000), ARGV[1])
 ${KEEP_READERS(2)}return 1
 `
+}), (db, [writer, readers, intent], [token, lease]) => {
+  prune(db, readers!)
+  if (db.exists(writer!) === 1 || db.exists(intent!) === 1) return 0
+  db.zadd(readers!, leaseEnd(db, lease!), token!)
+  keepReaders(db, readers!)
+  return 1
 })
 
 /**
@@ -52,7 +67,7 @@ ${KEEP_READERS(2)}return 1
  * lease (ms), ARGV[3] "1" to leave an intent when refused, which holds new readers back for a lease
  * (unless another writer's intent is there). Returns the fence (a decimal string), or nil when refused.
  */
-export const WRITE = Redis.script({
+export const WRITE = memory.twin(Redis.script({
   name: "RwLock.write",
   keys: 4,
   lua: `local lease = ARGV[2]
@@ -67,60 +82,95 @@ redis.call('SET', KEYS[1], ARGV[1], 'PX', lease)
 if redis.call('GET', KEYS[3]) == ARGV[1] then redis.call('DEL', KEYS[3]) end
 ${FENCE(4)}return fence
 `
+}), (db, [writer, readers, intent, fence], [token, lease, intend]) => {
+  prune(db, readers!)
+  if (db.exists(writer!) === 1 || db.zcard(readers!) > 0) {
+    if (intend === "1") {
+      const waiting = db.get(intent!)
+      if (waiting === null || waiting === token) db.set(intent!, token!, { px: lease! })
+    }
+    return null
+  }
+  db.set(writer!, token!, { px: lease! })
+  if (db.get(intent!) === token) db.del(intent!)
+  return fenceTwin(db, fence!, lease!)
 })
 
 /** @internal Withdraws a writer's intent. KEYS[1] the intent; ARGV[1] the token. Returns 1 or 0. */
-export const WITHDRAW = Redis.script({
+export const WITHDRAW = memory.twin(Redis.script({
   name: "RwLock.withdraw",
   keys: 1,
   lua: `if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 redis.call('DEL', KEYS[1])
 return 1
 `
+}), (db, [intent], [token]) => {
+  if (db.get(intent!) !== token) return 0
+  db.del(intent!)
+  return 1
 })
 
 /** @internal Ends a read lease. KEYS[1] the readers; ARGV[1] the token. Returns 1, or 0 if it had run out. */
-export const READ_RELEASE = Redis.script({
+export const READ_RELEASE = memory.twin(Redis.script({
   name: "RwLock.readRelease",
   keys: 1,
   lua: `${PRUNE(1)}return redis.call('ZREM', KEYS[1], ARGV[1])
 `
+}), (db, [readers], [token]) => {
+  prune(db, readers!)
+  return db.zrem(readers!, token!)
 })
 
 /**
  * @internal Restarts a read lease. KEYS[1] the readers; ARGV[1] the token, ARGV[2] the lease (ms).
  * Returns 1, or 0 if it had run out.
  */
-export const READ_EXTEND = Redis.script({
+export const READ_EXTEND = memory.twin(Redis.script({
   name: "RwLock.readExtend",
   keys: 1,
   lua: `${PRUNE(1)}if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then return 0 end
 redis.call('ZADD', KEYS[1], 'XX', string.format('%d', now + tonumber(ARGV[2]) * 1000), ARGV[1])
 ${KEEP_READERS(1)}return 1
 `
+}), (db, [readers], [token, lease]) => {
+  prune(db, readers!)
+  if (db.zscore(readers!, token!) === null) return 0
+  db.zadd(readers!, leaseEnd(db, lease!), token!, true)
+  keepReaders(db, readers!)
+  return 1
 })
 
 /** @internal Ends the write lease. KEYS[1] the writer, KEYS[2] the readers; ARGV[1] the token. Returns 1 or 0. */
-export const WRITE_RELEASE = Redis.script({
+export const WRITE_RELEASE = memory.twin(Redis.script({
   name: "RwLock.writeRelease",
   keys: 2,
   lua: `${PRUNE(2)}if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 redis.call('DEL', KEYS[1])
 return 1
 `
+}), (db, [writer, readers], [token]) => {
+  prune(db, readers!)
+  if (db.get(writer!) !== token) return 0
+  db.del(writer!)
+  return 1
 })
 
 /**
  * @internal Restarts the write lease. KEYS[1] the writer, KEYS[2] the readers; ARGV[1] the token,
  * ARGV[2] the lease (ms). Returns 1 or 0.
  */
-export const WRITE_EXTEND = Redis.script({
+export const WRITE_EXTEND = memory.twin(Redis.script({
   name: "RwLock.writeExtend",
   keys: 2,
   lua: `${PRUNE(2)}if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return 1
 `
+}), (db, [writer, readers], [token, lease]) => {
+  prune(db, readers!)
+  if (db.get(writer!) !== token) return 0
+  db.pexpire(writer!, lease!)
+  return 1
 })
 
 interface Keys {

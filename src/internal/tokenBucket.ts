@@ -10,6 +10,7 @@ import type * as TokenBucket from "../TokenBucket.js"
 import * as access from "./access.js"
 import * as key from "./key.js"
 import { MANY, NOW_US } from "./lua.js"
+import * as memory from "./memory.js"
 
 const KIND = "TokenBucket"
 
@@ -72,19 +73,71 @@ local function take(key, b, cost)
 end
 `
 
+/** The twin of FUNCTIONS (memory.ts): the same arithmetic, in the same order, on the same doubles. */
+interface Shape {
+  readonly capacity: number
+  readonly k: number
+  readonly period: number
+}
+const shapeOf = (s: string): Shape => {
+  const m = /^(\d+) (\d+) (\d+)$/.exec(s)
+  if (m === null) throw new memory.ReplyError(`ERR bad bucket shape ${JSON.stringify(s)}`)
+  return { capacity: Number(m[1]), k: Number(m[2]), period: Number(m[3]) }
+}
+const levelOf = (db: memory.Db, key: string, b: Shape): number => {
+  const state = db.get(key)
+  if (state === null) return b.capacity
+  const sp = state.indexOf(" ")
+  let elapsed = db.now - Number(state.slice(sp + 1))
+  if (elapsed < 0) elapsed = 0
+  const tokens = Number(state.slice(0, sp)) + elapsed * b.k / b.period
+  return tokens > b.capacity ? b.capacity : tokens
+}
+const take = (db: memory.Db, key: string, b: Shape, cost: number): memory.Reply => {
+  const { capacity, k, period } = b
+  let tokens = levelOf(db, key, b)
+  let allowed = 0
+  let retry = 0
+  if (cost > capacity) {
+    retry = -1
+  } else if (tokens >= cost) {
+    tokens = tokens - cost
+    allowed = 1
+  } else {
+    retry = Math.ceil((cost - tokens) * period / k / 1000)
+    for (let i = 0; i < 3; i++) {
+      if (tokens + (retry * 1000) * k / period >= cost) break
+      retry = retry + 1
+    }
+  }
+  if (tokens >= capacity) {
+    db.del(key)
+  } else {
+    let ttl = Math.ceil((capacity - tokens) * period / k / 1000)
+    if (ttl < 1) ttl = 1
+    // String() round-trips a double exactly, as %.17g does in the Lua.
+    db.set(key, `${String(tokens)} ${db.now}`, { px: ttl })
+  }
+  return [allowed, retry, Math.floor(tokens)]
+}
+const acquireTwin: memory.Twin = (db, keys, argv) => take(db, keys[0]!, shapeOf(argv[0]!), Number(argv[1]))
+
 /**
  * @internal Many acquires at one server time, each as {@link ACQUIRE}, in order, each protected: one
  * that fails (a key of the wrong type, say) takes nothing and fails alone.
  * KEYS[i] the bucket of call i; ARGV[2i-1] its shape, ARGV[2i] its cost.
  * Returns one {allowed, retry_ms, remaining}, or an error reply, per call.
  */
-export const ACQUIRE_MANY = Redis.script({
-  name: "TokenBucket.acquireMany",
-  keys: 1,
-  variadic: true,
-  lua: `${FUNCTIONS}local function call(key, shapeArg, cost) return take(key, shape(shapeArg), tonumber(cost)) end
+export const ACQUIRE_MANY = memory.twin(
+  Redis.script({
+    name: "TokenBucket.acquireMany",
+    keys: 1,
+    variadic: true,
+    lua: `${FUNCTIONS}local function call(key, shapeArg, cost) return take(key, shape(shapeArg), tonumber(cost)) end
 ${MANY("call", 1, 2)}`
-})
+  }),
+  memory.many(acquireTwin, 1, 2)
+)
 
 /**
  * @internal Takes `cost` tokens if the bucket holds that many, and stores the level, expiring the key
@@ -94,24 +147,30 @@ ${MANY("call", 1, 2)}`
  * Returns {1, 0, floor(remaining)} if allowed, {0, retry_ms, floor(tokens)} if denied, retry_ms -1 when
  * cost > capacity (never). Calls made together are batched into {@link ACQUIRE_MANY}.
  */
-export const ACQUIRE = Redis.script({
-  name: "TokenBucket.acquire",
-  keys: 1,
-  many: ACQUIRE_MANY,
-  lua: `${FUNCTIONS}return take(KEYS[1], shape(ARGV[1]), tonumber(ARGV[2]))
+export const ACQUIRE = memory.twin(
+  Redis.script({
+    name: "TokenBucket.acquire",
+    keys: 1,
+    many: ACQUIRE_MANY,
+    lua: `${FUNCTIONS}return take(KEYS[1], shape(ARGV[1]), tonumber(ARGV[2]))
 `
-})
+  }),
+  acquireTwin
+)
 
 /**
  * @internal Reads the level without writing. KEYS[1] the bucket; ARGV[1] its shape. Returns
  * floor(tokens).
  */
-export const PEEK = Redis.script({
-  name: "TokenBucket.peek",
-  keys: 1,
-  lua: `${FUNCTIONS}return math.floor(level(KEYS[1], shape(ARGV[1])))
+export const PEEK = memory.twin(
+  Redis.script({
+    name: "TokenBucket.peek",
+    keys: 1,
+    lua: `${FUNCTIONS}return math.floor(level(KEYS[1], shape(ARGV[1])))
 `
-})
+  }),
+  (db, keys, argv) => Math.floor(levelOf(db, keys[0]!, shapeOf(argv[0]!)))
+)
 
 /** @internal */
 export const Admission = Data.taggedEnum<TokenBucket.Admission>()
