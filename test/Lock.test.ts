@@ -4,25 +4,21 @@ import { Deferred, Duration, Effect, Exit, Fiber, Option } from "effect"
 import { expect } from "vitest"
 import { Lock, Redis } from "wakuwaku"
 import * as RedisServer from "wakuwaku/RedisServer"
-import { freshNamespace, keysMatching, rawClient, RedisLive } from "./support/redis.js"
+import { command, exists, expectTtls, forEachBackend, get, keysMatching, pttl } from "./support/backends.js"
+import { freshNamespace, RedisLive } from "./support/redis.js"
 
 const ownerKey = (ns: string, name: string) => `@@wakuwaku:Lock:{${ns}:${name}}:owner`
 const fenceKey = (ns: string, name: string) => `@@wakuwaku:Lock:{${ns}:${name}}:fence`
 
-const raw = <A>(f: (client: import("ioredis").Redis) => Promise<A>) =>
-  Effect.flatMap(rawClient, (client) => Effect.promise(() => f(client)))
+const keysOf = (ns: string) => keysMatching(`@@wakuwaku:Lock:{${ns}:*`)
 
 /** Every key under the namespace carries a TTL. */
-const expectTtls = (ns: string) =>
-  raw(async (client) => {
-    for (const key of await keysMatching(client, `@@wakuwaku:Lock:{${ns}:*`)) {
-      expect(await client.pttl(key), key).toBeGreaterThan(0)
-    }
-  })
+const expectTtlsOf = (ns: string) =>
+  Effect.flatMap(expectTtls(`@@wakuwaku:Lock:{${ns}:*`), (missing) => Effect.sync(() => expect(missing).toEqual([])))
 
 const some = <A>(option: Option.Option<A>): A => Option.getOrThrow(option)
 
-layer(RedisLive, { excludeTestServices: true })("Lock on Redis", (it) => {
+forEachBackend("Lock", (it) => {
   it.scoped("tryLock grants one holder per name, never waits, and release frees it", () =>
     Effect.gen(function*() {
       const ns = freshNamespace()
@@ -31,22 +27,22 @@ layer(RedisLive, { excludeTestServices: true })("Lock on Redis", (it) => {
       expect(yield* JOBS.tryLock("a")).toEqual(Option.none())
       expect(Option.isSome(yield* JOBS.tryLock("b"))).toBe(true)
       // One string key holding the token, with the lease as its TTL.
-      const held = yield* raw((c) => Promise.all([c.get(ownerKey(ns, "a")), c.pttl(ownerKey(ns, "a"))]))
+      const held = [yield* get(ownerKey(ns, "a")), yield* pttl(ownerKey(ns, "a"))] as const
       expect(held[0]).toMatch(/^[A-Za-z0-9_-]{22}$/)
       expect(held[1]).toBeGreaterThan(29_000)
       expect(held[1]).toBeLessThanOrEqual(30_000)
       expect(yield* token.release).toBe(true)
-      expect(yield* raw((c) => c.exists(ownerKey(ns, "a")))).toBe(0)
+      expect(yield* exists(ownerKey(ns, "a"))).toBe(0)
       expect(yield* token.release).toBe(false)
       expect(Option.isSome(yield* JOBS.tryLock("a"))).toBe(true)
-      yield* expectTtls(ns)
+      yield* expectTtlsOf(ns)
     }))
 
   it.scoped("the token never appears in toString, inspect or JSON", () =>
     Effect.gen(function*() {
       const ns = freshNamespace()
       const token = some(yield* Lock.make<string>(ns, "30 seconds").tryLock("a"))
-      const secret = (yield* raw((c) => c.get(ownerKey(ns, "a"))))!
+      const secret = (yield* get(ownerKey(ns, "a")))!
       expect(Buffer.from(secret, "base64url")).toHaveLength(16)
       for (const shown of [String(token), inspect(token, { depth: 10, showHidden: true }), JSON.stringify(token)]) {
         expect(shown).not.toContain(secret)
@@ -62,7 +58,7 @@ layer(RedisLive, { excludeTestServices: true })("Lock on Redis", (it) => {
       const first = some(yield* L.tryLock("a"))
       yield* Effect.sleep("200 millis")
       expect(yield* first.extend).toBe(true)
-      expect(yield* raw((c) => c.pttl(ownerKey(ns, "a")))).toBeGreaterThan(450)
+      expect(yield* pttl(ownerKey(ns, "a"))).toBeGreaterThan(450)
       yield* Effect.sleep("650 millis")
       const second = some(yield* L.tryLock("a"))
       // The stale token can neither release nor extend the new holder's lock.
@@ -78,7 +74,7 @@ layer(RedisLive, { excludeTestServices: true })("Lock on Redis", (it) => {
       const ns = freshNamespace()
       const get = Lock.make<string>(ns, "30 seconds").tryLock("a")
       const first = some(yield* get)
-      yield* raw((c) => c.del(ownerKey(ns, "a")))
+      yield* command("DEL", ownerKey(ns, "a"))
       const second = some(yield* get)
       expect(yield* first.extend).toBe(false)
       expect(yield* first.release).toBe(false)
@@ -89,7 +85,7 @@ layer(RedisLive, { excludeTestServices: true })("Lock on Redis", (it) => {
     Effect.gen(function*() {
       const ns = freshNamespace()
       some(yield* Lock.make<string>(ns, "10 micros").tryLock("a"))
-      expect(yield* raw((c) => c.pttl(ownerKey(ns, "a")))).toBeLessThanOrEqual(1)
+      expect(yield* pttl(ownerKey(ns, "a"))).toBeLessThanOrEqual(1)
     }))
 
   it.scoped("fences strictly increase across 1000 grants and across an idle expiry", () =>
@@ -108,9 +104,9 @@ layer(RedisLive, { excludeTestServices: true })("Lock on Redis", (it) => {
       const SHORT = Lock.make<string>(ns, "100 millis")
       some(yield* SHORT.tryLock("a"))
       yield* Effect.sleep("150 millis")
-      expect(yield* raw((c) => c.exists(ownerKey(ns, "a"), fenceKey(ns, "a")))).toBe(0)
+      expect(yield* command("EXISTS", ownerKey(ns, "a"), fenceKey(ns, "a"))).toBe(0)
       expect((some(yield* SHORT.tryLock("a"))).fence).toBeGreaterThan(last)
-      yield* expectTtls(ns)
+      yield* expectTtlsOf(ns)
     }))
 
   it.scoped("withLock holds the lock while its effect runs and releases it at once afterwards", () =>
@@ -124,7 +120,7 @@ layer(RedisLive, { excludeTestServices: true })("Lock on Redis", (it) => {
         })
       )
       expect(result).toBe(42)
-      expect(yield* raw((c) => c.exists(ownerKey(ns, "a")))).toBe(0)
+      expect(yield* exists(ownerKey(ns, "a"))).toBe(0)
     }))
 
   it.scoped("withLock releases on failure and on interruption, immediately, not after the TTL", () =>
@@ -133,15 +129,15 @@ layer(RedisLive, { excludeTestServices: true })("Lock on Redis", (it) => {
       const L = Lock.make<string>(ns, "30 seconds")
       const failed = yield* Effect.flip(Lock.withLock(L, "a")(Effect.fail("boom" as const)))
       expect(failed).toBe("boom")
-      expect(yield* raw((c) => c.exists(ownerKey(ns, "a")))).toBe(0)
+      expect(yield* exists(ownerKey(ns, "a"))).toBe(0)
 
       const started = yield* Deferred.make<void>()
       const fiber = yield* Effect.fork(Lock.withLock(L, "b")(Effect.zipRight(Deferred.succeed(started, undefined), Effect.never)))
       yield* Deferred.await(started)
-      expect(yield* raw((c) => c.exists(ownerKey(ns, "b")))).toBe(1)
+      expect(yield* exists(ownerKey(ns, "b"))).toBe(1)
       const exit = yield* Fiber.interrupt(fiber)
       expect(Exit.isInterrupted(exit)).toBe(true)
-      expect(yield* raw((c) => c.exists(ownerKey(ns, "b")))).toBe(0)
+      expect(yield* exists(ownerKey(ns, "b"))).toBe(0)
     }))
 
   it.scoped("auto-extension keeps a lock held across 3 × ttl", () =>
@@ -174,7 +170,7 @@ layer(RedisLive, { excludeTestServices: true })("Lock on Redis", (it) => {
         )
       )
       yield* Deferred.await(started)
-      yield* raw((c) => c.del(ownerKey(ns, "a")))
+      yield* command("DEL", ownerKey(ns, "a"))
       const error = yield* Effect.flip(Fiber.join(fiber))
       expect(error).toBeInstanceOf(Lock.LockLost)
       expect(error).toMatchObject({ _tag: "LockLost", lock: `Lock(${ns})`, name: "a", reason: "Expired" })
@@ -194,28 +190,6 @@ layer(RedisLive, { excludeTestServices: true })("Lock on Redis", (it) => {
       // The renewal is due after the lease has run out: nothing a late answer could confirm.
       expect(error).toMatchObject({ _tag: "LockLost", reason: "Unconfirmed" })
       expect(yield* Deferred.isDone(interrupted)).toBe(true)
-    }))
-
-  it.scoped("a Redis that stops answering: LockLost (Unconfirmed) by the end of the lease, not after the command timeout", () =>
-    Effect.gen(function*() {
-      const server = yield* RedisServer.make()
-      const L = Lock.make<string>(freshNamespace(), "300 millis")
-      const started = yield* Deferred.make<void>()
-      const fiber = yield* Effect.fork(
-        Lock.withLock(L, "a")(Effect.zipRight(Deferred.succeed(started, undefined), Effect.never)).pipe(
-          Effect.provide(Redis.layer({ url: server.url, commandTimeout: "10 seconds", quitTimeout: "10 millis" }))
-        )
-      )
-      yield* Deferred.await(started)
-      process.kill(server.pid, "SIGSTOP")
-      const stopped = performance.now()
-      const error = yield* Effect.flip(Fiber.join(fiber))
-      const waited = performance.now() - stopped
-      process.kill(server.pid, "SIGCONT")
-      expect(error).toMatchObject({ _tag: "LockLost", reason: "Unconfirmed" })
-      // At most one lease after the last confirmed renewal, which was at most a third of a lease ago;
-      // the release at the end waits at most one lease more for the silent server.
-      expect(waited).toBeLessThan(300 + 300 + 300)
     }))
 
   it.scoped("acquisition policies: tryOnce fails with LockUnavailable; wait gives up at its deadline or gets in", () =>
@@ -244,12 +218,12 @@ layer(RedisLive, { excludeTestServices: true })("Lock on Redis", (it) => {
       const fence = yield* Effect.scoped(
         Effect.gen(function*() {
           const { token } = yield* Lock.scoped(L, "a")
-          expect(yield* raw((c) => c.exists(ownerKey(ns, "a")))).toBe(1)
+          expect(yield* exists(ownerKey(ns, "a"))).toBe(1)
           return token.fence
         })
       )
       expect(typeof fence).toBe("bigint")
-      expect(yield* raw((c) => c.exists(ownerKey(ns, "a")))).toBe(0)
+      expect(yield* exists(ownerKey(ns, "a"))).toBe(0)
     }))
 
   it.scoped("bad input: a name that cannot be encoded is InvalidInput and writes nothing; a bad ttl throws", () =>
@@ -258,10 +232,35 @@ layer(RedisLive, { excludeTestServices: true })("Lock on Redis", (it) => {
       const L = Lock.make<number>(ns, "1 second")
       expect(yield* Effect.flip(L.tryLock(Number.NaN))).toMatchObject({ _tag: "InvalidInput", argument: "name" })
       expect(yield* Effect.flip(Lock.withLock(L, 1.5)(Effect.void))).toBeInstanceOf(Redis.InvalidInput)
-      expect(yield* raw((c) => keysMatching(c, `@@wakuwaku:Lock:{${ns}:*`))).toEqual([])
+      expect(yield* keysOf(ns)).toEqual([])
       const ttls: ReadonlyArray<Duration.DurationInput> = [0, -5, Duration.zero, "0 seconds"]
       for (const ttl of ttls) expect(() => Lock.make(ns, ttl)).toThrow(/ttl must be longer than zero/)
       expect(() => Lock.make(ns, Duration.infinity)).toThrow(/ttl must be finite/)
       expect(() => Lock.make("a:b", "1 second")).toThrow(/namespace must be a non-empty string/)
+    }))
+})
+
+// A second, real redis-server stopped with SIGSTOP: a fault only a server process can have.
+layer(RedisLive, { excludeTestServices: true })("Lock on Redis only", (it) => {
+  it.scoped("a Redis that stops answering: LockLost (Unconfirmed) by the end of the lease, not after the command timeout", () =>
+    Effect.gen(function*() {
+      const server = yield* RedisServer.make()
+      const L = Lock.make<string>(freshNamespace(), "300 millis")
+      const started = yield* Deferred.make<void>()
+      const fiber = yield* Effect.fork(
+        Lock.withLock(L, "a")(Effect.zipRight(Deferred.succeed(started, undefined), Effect.never)).pipe(
+          Effect.provide(Redis.layer({ url: server.url, commandTimeout: "10 seconds", quitTimeout: "10 millis" }))
+        )
+      )
+      yield* Deferred.await(started)
+      process.kill(server.pid, "SIGSTOP")
+      const stopped = performance.now()
+      const error = yield* Effect.flip(Fiber.join(fiber))
+      const waited = performance.now() - stopped
+      process.kill(server.pid, "SIGCONT")
+      expect(error).toMatchObject({ _tag: "LockLost", reason: "Unconfirmed" })
+      // At most one lease after the last confirmed renewal, which was at most a third of a lease ago;
+      // the release at the end waits at most one lease more for the silent server.
+      expect(waited).toBeLessThan(300 + 300 + 300)
     }))
 })

@@ -1,10 +1,9 @@
 import { inspect } from "node:util"
-import { layer } from "@effect/vitest"
 import { Cause, Deferred, Duration, Effect, Exit, Fiber, Option, Ref } from "effect"
-import type { Redis as IORedis } from "ioredis"
 import { expect } from "vitest"
 import { Lock, Redis, RwLock } from "wakuwaku"
-import { freshNamespace, keysMatching, rawClient, RedisLive, redisUrl } from "./support/redis.js"
+import { command, exists, expectTtls, forEachBackend, get, keysMatching, pttl } from "./support/backends.js"
+import { freshNamespace, redisUrl } from "./support/redis.js"
 
 /** Every namespace of this file starts with RUN, so the last test can sweep all the keys the file wrote. */
 const RUN = freshNamespace("rw")
@@ -13,36 +12,29 @@ const fresh = () => freshNamespace(RUN)
 type Suffix = "writer" | "readers" | "intent" | "fence"
 const keyOf = (ns: string, name: string, suffix: Suffix) => `@@wakuwaku:RwLock:{${ns}:${name}}:${suffix}`
 
-const raw = <A>(f: (client: IORedis) => Promise<A>) => Effect.flatMap(rawClient, (client) => Effect.promise(() => f(client)))
-const exists = (key: string) => raw((c) => c.exists(key))
-const pttl = (key: string) => raw((c) => c.pttl(key))
-const zcard = (key: string) => raw((c) => c.zcard(key))
+const zcard = (key: string) => command("ZCARD", key) as Effect.Effect<number, Redis.RedisError, Redis.Redis>
+const keysOf = (ns: string) => keysMatching(`@@wakuwaku:RwLock:{${ns}:*`)
 /** The suffixes of the keys that exist for one name, sorted. */
 const suffixesOf = (ns: string, name: string) =>
-  raw(async (c) =>
-    (await keysMatching(c, `@@wakuwaku:RwLock:{${ns}:${name}}:*`))
-      .map((key) => key.slice(`@@wakuwaku:RwLock:{${ns}:${name}}:`.length))
-      .sort()
+  Effect.map(
+    keysMatching(`@@wakuwaku:RwLock:{${ns}:${name}}:*`),
+    (keys) => keys.map((key) => key.slice(`@@wakuwaku:RwLock:{${ns}:${name}}:`.length)).sort()
   )
 
-/** Redis server time in whole microseconds. */
-const serverMicros = raw(async (c) => {
-  const [seconds, micros] = await c.time()
-  return BigInt(seconds!) * 1_000_000n + BigInt(micros!)
-})
+/** The server's time (on memory, the store's clock) in whole microseconds. */
+const serverMicros = Effect.map(
+  command("TIME") as Effect.Effect<[string, string], Redis.RedisError, Redis.Redis>,
+  ([seconds, micros]) => BigInt(seconds) * 1_000_000n + BigInt(micros)
+)
 
-/** Every key under the namespace carries a TTL. */
-const expectTtls = (ns: string) =>
-  raw(async (c) => {
-    for (const key of await keysMatching(c, `@@wakuwaku:RwLock:{${ns}:*`)) {
-      expect(await c.pttl(key), key).toBeGreaterThan(0)
-    }
-  })
+/** Every key under the pattern carries a TTL. */
+const expectTtlsUnder = (pattern: string) =>
+  Effect.flatMap(expectTtls(pattern), (missing) => Effect.sync(() => expect(missing).toEqual([])))
 
 const some = <A>(option: Option.Option<A>): A => Option.getOrThrow(option)
 
 /** Polls every 5 ms until `check` holds; fails after 5 s. */
-const until = <R>(what: string, check: Effect.Effect<boolean, never, R>) =>
+const until = <E, R>(what: string, check: Effect.Effect<boolean, E, R>) =>
   Effect.gen(function*() {
     const started = performance.now()
     while (!(yield* check)) {
@@ -57,7 +49,7 @@ const pastLease = (ttlMillis: number) => Effect.sleep(Duration.millis(ttlMillis 
 /** What a cast does: hide a missing capability from the compiler. */
 const unchecked = <A, E>(effect: Effect.Effect<A, E, unknown>) => effect as Effect.Effect<A, E, Redis.Redis>
 
-layer(RedisLive, { excludeTestServices: true })("RwLock on Redis", (it) => {
+forEachBackend("RwLock", (it, backend) => {
   it.scoped("many readers hold it together; the last release removes the reader set", () =>
     Effect.gen(function*() {
       const ns = fresh()
@@ -145,10 +137,10 @@ layer(RedisLive, { excludeTestServices: true })("RwLock on Redis", (it) => {
       const stale = some(yield* SHORT.tryWrite("doc"))
       yield* pastLease(50)
       const current = some(yield* LONG.tryWrite("doc"))
-      const held = yield* raw((c) => c.get(keyOf(ns, "doc", "writer")))
+      const held = yield* get(keyOf(ns, "doc", "writer"))
       expect(yield* stale.release).toBe(false)
       expect(yield* stale.extend).toBe(false)
-      expect(yield* raw((c) => c.get(keyOf(ns, "doc", "writer")))).toBe(held)
+      expect(yield* get(keyOf(ns, "doc", "writer"))).toBe(held)
       expect(yield* pttl(keyOf(ns, "doc", "writer"))).toBeGreaterThan(9_000)
       expect(yield* LONG.tryWrite("doc")).toEqual(Option.none())
       expect(yield* LONG.tryRead("doc")).toEqual(Option.none())
@@ -187,7 +179,7 @@ layer(RedisLive, { excludeTestServices: true })("RwLock on Redis", (it) => {
       expect(fenceTtl).toBeLessThanOrEqual(50)
     }))
 
-  it.scoped("what lives in Redis: writer, readers, intent and fence keys in one hash slot, each with a TTL", () =>
+  it.scoped("what is stored: writer, readers, intent and fence keys in one hash slot, each with a TTL", () =>
     Effect.gen(function*() {
       const ns = fresh()
       const TEN = RwLock.make<string>(ns, "10 seconds")
@@ -206,10 +198,10 @@ layer(RedisLive, { excludeTestServices: true })("RwLock on Redis", (it) => {
       // A shorter grant does not shorten it.
       const third = some(yield* TEN.tryRead("doc"))
       expect(yield* pttl(readers)).toBeGreaterThan(19_000)
-      expect(yield* raw((c) => c.type(readers))).toBe("zset")
+      expect(yield* command("TYPE", readers)).toBe("zset")
       // Scores are lease ends in server microseconds.
       const now = Number(yield* serverMicros)
-      const scores = (yield* raw((c) => c.zrange(readers, 0, -1, "WITHSCORES"))).filter((_, i) => i % 2 === 1).map(Number)
+      const scores = ((yield* command("ZRANGE", readers, 0, -1, "WITHSCORES")) as Array<string>).filter((_, i) => i % 2 === 1).map(Number)
       expect(scores).toHaveLength(3)
       for (const score of scores) {
         expect(score).toBeGreaterThan(now + 9_000_000)
@@ -228,7 +220,7 @@ layer(RedisLive, { excludeTestServices: true })("RwLock on Redis", (it) => {
       const intentTtl = yield* pttl(keyOf(ns, "doc", "intent"))
       expect(intentTtl).toBeGreaterThan(9_000)
       expect(intentTtl).toBeLessThanOrEqual(10_000)
-      yield* expectTtls(ns)
+      yield* expectTtlsUnder(`@@wakuwaku:RwLock:{${ns}:*`)
       for (const reader of [short, long, third]) expect(yield* reader.release).toBe(true)
 
       // Granted: the writer and the fence, each expiring with the lease; the intent is gone.
@@ -239,11 +231,11 @@ layer(RedisLive, { excludeTestServices: true })("RwLock on Redis", (it) => {
         expect(ttl, suffix).toBeGreaterThan(9_000)
         expect(ttl, suffix).toBeLessThanOrEqual(10_000)
       }
-      const secret = (yield* raw((c) => c.get(keyOf(ns, "doc", "writer"))))!
+      const secret = (yield* get(keyOf(ns, "doc", "writer")))!
       expect(Buffer.from(secret, "base64url")).toHaveLength(16)
       yield* Fiber.interrupt(writer)
       expect(yield* suffixesOf(ns, "doc")).toEqual(["fence"])
-      yield* expectTtls(ns)
+      yield* expectTtlsUnder(`@@wakuwaku:RwLock:{${ns}:*`)
 
       // A number name is encoded in decimal into the same shape of keys.
       const NUMBERED = RwLock.make<number>(ns, "10 seconds")
@@ -256,7 +248,7 @@ layer(RedisLive, { excludeTestServices: true })("RwLock on Redis", (it) => {
       const ns = fresh()
       const DOCS = RwLock.make<string>(ns, "10 seconds")
       const reader = some(yield* DOCS.tryRead("doc"))
-      const readSecret = (yield* raw((c) => c.zrange(keyOf(ns, "doc", "readers"), 0, -1)))[0]!
+      const readSecret = ((yield* command("ZRANGE", keyOf(ns, "doc", "readers"), 0, -1)) as Array<string>)[0]!
       expect(Buffer.from(readSecret, "base64url")).toHaveLength(16)
       for (const shown of [String(reader), inspect(reader, { depth: 10, showHidden: true }), JSON.stringify(reader)]) {
         expect(shown).not.toContain(readSecret)
@@ -264,7 +256,7 @@ layer(RedisLive, { excludeTestServices: true })("RwLock on Redis", (it) => {
       expect(String(reader)).toBe(`ReadToken(${ns}:doc)`)
       expect(yield* reader.release).toBe(true)
       const writer = some(yield* DOCS.tryWrite("doc"))
-      const writeSecret = (yield* raw((c) => c.get(keyOf(ns, "doc", "writer"))))!
+      const writeSecret = (yield* get(keyOf(ns, "doc", "writer")))!
       for (const shown of [String(writer), inspect(writer, { depth: 10, showHidden: true }), JSON.stringify(writer)]) {
         expect(shown).not.toContain(writeSecret)
       }
@@ -499,7 +491,7 @@ layer(RedisLive, { excludeTestServices: true })("RwLock on Redis", (it) => {
       for (const fiber of readers) expect(Option.isNone(yield* Fiber.poll(fiber))).toBe(true)
       const sorted = [...waits].sort((a, b) => a - b)
       console.info(
-        `RwLock no-starvation: 8 readers re-acquiring (20 ms reads), ttl ${ttl} ms: withWrite waited ` +
+        `RwLock no-starvation on ${backend.name}: 8 readers re-acquiring (20 ms reads), ttl ${ttl} ms: withWrite waited ` +
           `${sorted.map((ms) => ms.toFixed(0)).join(", ")} ms over 5 rounds (max ${sorted[4]!.toFixed(0)} ms, ` +
           `${(sorted[4]! / ttl).toFixed(2)} × ttl; bound 2 × ttl = ${2 * ttl} ms)`
       )
@@ -521,7 +513,7 @@ layer(RedisLive, { excludeTestServices: true })("RwLock on Redis", (it) => {
         yield* Effect.sleep("5 millis")
       }
       console.info(
-        `RwLock try-only trade-off: under the same readers, tryWrite was granted ${granted} of ${attempts} attempts ` +
+        `RwLock try-only trade-off on ${backend.name}: under the same readers, tryWrite was granted ${granted} of ${attempts} attempts ` +
           `over ${2 * ttl} ms`
       )
     }))
@@ -543,7 +535,7 @@ layer(RedisLive, { excludeTestServices: true })("RwLock on Redis", (it) => {
       expect(() => RwLock.make<string>("not a word", "1 second")).toThrow(TypeError)
       // Under a millisecond counts as one.
       expect(String(RwLock.make<string>(ns, "10 micros"))).toBe(`RwLock(${ns}): lease 1 ms`)
-      expect(yield* raw((c) => keysMatching(c, `@@wakuwaku:RwLock:{${ns}:*`))).toEqual([])
+      expect(yield* keysOf(ns)).toEqual([])
     }))
 
   it.scoped("one withRead value run by two fibers holds two leases: the first release leaves the second", () =>
@@ -597,7 +589,7 @@ layer(RedisLive, { excludeTestServices: true })("RwLock on Redis", (it) => {
         expect(yield* Effect.flip(DOCS.tryRead(name))).toMatchObject({ _tag: "InvalidInput", argument: "name" })
         expect(yield* Effect.flip(DOCS.tryWrite(name))).toMatchObject({ _tag: "InvalidInput", argument: "name" })
       }
-      expect(yield* raw((c) => keysMatching(c, `@@wakuwaku:RwLock:{${ns}:*`))).toEqual([])
+      expect(yield* keysOf(ns)).toEqual([])
     }))
 
   it.scoped("the capability is checked at run time: a tryRead forced through a cast under read-only dies", () =>
@@ -605,9 +597,10 @@ layer(RedisLive, { excludeTestServices: true })("RwLock on Redis", (it) => {
       const ns = fresh()
       const DOCS = RwLock.make<string>(ns, "10 seconds")
       // A runtime of its own: nested capability layers add up, so the read-write grant of this file's
-      // layer must not be in scope.
-      const exit = yield* Effect.promise(() =>
-        Effect.runPromiseExit(unchecked(DOCS.tryRead("doc")).pipe(Effect.provide(Redis.layerReadOnly({ url: redisUrl }))))
+      // layer must not be in scope. The keys are read from that runtime's store (on memory, a new one).
+      const readOnly = backend.name === "Redis" ? Redis.layerReadOnly({ url: redisUrl }) : Redis.layerMemoryReadOnly()
+      const [exit, keys] = yield* Effect.promise(() =>
+        Effect.runPromise(Effect.all([Effect.exit(unchecked(DOCS.tryRead("doc"))), keysOf(ns)]).pipe(Effect.provide(readOnly)))
       )
       expect(Exit.isFailure(exit)).toBe(true)
       if (Exit.isSuccess(exit)) return
@@ -616,13 +609,12 @@ layer(RedisLive, { excludeTestServices: true })("RwLock on Redis", (it) => {
       const message = String((Option.getOrThrow(defect) as Error).message)
       expect(message).toContain("needs to write RwLock")
       expect(message).toContain("Capability.Write<RwLock>")
-      expect(yield* raw((c) => keysMatching(c, `@@wakuwaku:RwLock:{${ns}:*`))).toEqual([])
+      expect(keys).toEqual([])
     }))
 
   it.scoped("every key this file wrote carries a TTL", () =>
     Effect.gen(function*() {
-      const keys = yield* raw((c) => keysMatching(c, `@@wakuwaku:RwLock:{${RUN}-*`))
-      expect(keys.length).toBeGreaterThan(0)
-      for (const key of keys) expect(yield* pttl(key), key).toBeGreaterThan(0)
+      expect((yield* keysMatching(`@@wakuwaku:RwLock:{${RUN}-*`)).length).toBeGreaterThan(0)
+      yield* expectTtlsUnder(`@@wakuwaku:RwLock:{${RUN}-*`)
     }))
 })

@@ -1,11 +1,14 @@
 /**
- * `npm start`: the login limiter from the TokenBucket spec, against a throwaway redis-server.
+ * `npm start`: the login limiter from the TokenBucket spec.
  *
  * Bursts of 20 logins per address, one more every 3 seconds: 20 back-to-back attempts are allowed
  * (remaining 19 down to 0), the 21st is denied with a retry-after just under 3 s. Then a reset.
+ *
+ * The store, printed first: the Redis at `REDIS_URL` when it is set; otherwise a throwaway
+ * redis-server when one is on PATH; otherwise the embedded memory backend (this process only).
  */
-import { Console, Duration, Effect, Option } from "effect"
-import { Rate, TokenBucket } from "wakuwaku"
+import { Config, Console, Duration, Effect, Either, Layer, Option } from "effect"
+import { Rate, Redis, TokenBucket } from "wakuwaku"
 import * as RedisServer from "wakuwaku/RedisServer"
 
 /** Bursts of 20 logins per address, one more every 3 seconds. */
@@ -13,9 +16,27 @@ export const LOGINS = TokenBucket.make<string>("login", 20, Rate.make(1, "3 seco
 
 const address = "203.0.113.7"
 
+/** The store: REDIS_URL, else a throwaway redis-server, else process memory. */
+export const store = Layer.unwrapScoped(
+  Effect.gen(function*() {
+    const url = yield* Config.option(Config.nonEmptyString("REDIS_URL"))
+    if (Option.isSome(url)) {
+      yield* Console.log(`store: Redis at ${url.value} (REDIS_URL)`)
+      return Redis.layer({ url: url.value })
+    }
+    const server = yield* Effect.either(RedisServer.make())
+    if (Either.isRight(server)) {
+      yield* Console.log(`store: a throwaway redis-server at ${server.right.url} (pid ${server.right.pid})`)
+      return Redis.layer({ url: server.right.url })
+    }
+    if (server.left.reason !== "NotInstalled") return yield* Effect.fail(server.left)
+    yield* Console.log("store: memory (no REDIS_URL, no redis-server on PATH): shared by nothing but this process")
+    return Redis.layerMemory()
+  })
+)
+
 const program = Effect.gen(function*() {
-  const server = yield* RedisServer.RedisServer
-  yield* Console.log(`redis-server ${server.url} (pid ${server.pid}), limiter ${LOGINS}`)
+  yield* Console.log(`limiter ${LOGINS}`)
   for (let attempt = 1; attempt <= 21; attempt++) {
     const admission = yield* LOGINS.acquire(address, 1)
     yield* Console.log(
@@ -32,7 +53,7 @@ const program = Effect.gen(function*() {
   yield* Console.log(`reset: bucket existed ${existed}; next attempt:`, (yield* LOGINS.acquire(address, 1))._tag)
 })
 
-program.pipe(Effect.provide(RedisServer.layer()), Effect.runPromise).catch((error) => {
+program.pipe(Effect.provide(store), Effect.runPromise).catch((error) => {
   console.error(String(error))
   process.exitCode = 1
 })
