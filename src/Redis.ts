@@ -11,6 +11,9 @@
  * - {@link layerClient} / {@link layerClientReadOnly}: adopt a client you already own; the layer never
  *   quits it, and it keeps its own options (ioredis's defaults have no command timeout and re-send a
  *   command whose reply was lost).
+ * - {@link layerMemory} / {@link layerMemoryReadOnly}: no server at all: the embedded backend, in this
+ *   process's memory, with the same semantics (a TypeScript twin of every script) and time on Effect's
+ *   `Clock`, for tests under `TestClock` and single-process use. It is not shared across processes.
  *
  * **What lives in Redis.** Every key the library writes is `@@wakuwaku:<Kind>:<namespace>:<name>`.
  * An item made of several keys wraps `{<namespace>:<name>}` as a Redis Cluster hash tag and adds a

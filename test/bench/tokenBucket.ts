@@ -1,7 +1,8 @@
 /**
  * `npm run bench`: TokenBucket.acquire against the same Lua script sent by raw ioredis EVALSHA.
  *
- * One throwaway redis-server (RedisServer.make), three contenders on it, rounds alternated A B C A B C:
+ * One throwaway redis-server (RedisServer.make), three contenders on it, and the memory backend beside
+ * them, rounds alternated A B C D A B C D:
  *
  * - wakuwaku: 256 fibers, each calling `BUCKET.acquire(name_i, 1)` in a loop, provided with a
  *   `Redis.layer({ url })` context built once, before anything is timed. The library batches acquires
@@ -11,6 +12,9 @@
  * - raw: a plain ioredis client (no auto-pipelining, default options) sending `EVALSHA` of the library's
  *   single-acquire script (ACQUIRE.sha1) with the same KEYS and ARGV, one call per acquire, 256
  *   promises kept in flight by 256 async loops.
+ * - memory: the first row's loop on a `Redis.layerMemory()` context: the store is this process's
+ *   memory, shared with no other process, so it is no peer of the rows above; it shows what the
+ *   embedded backend costs in one process (its Redis CPU column is the idle server's).
  *
  * Throughput rounds: 40 000 acquires of cost 1 over 10 000 names, 256 in flight, capacity 1 000 000
  * refilled at 1000/s, so every acquire is allowed. Latency rounds: 3000 acquires one after another.
@@ -158,7 +162,7 @@ interface Contender {
   readonly latencies: Array<LatencySample>
 }
 
-const measure = async (server: RedisServer.RedisServer, env: Env, client: IORedis): Promise<void> => {
+const measure = async (server: RedisServer.RedisServer, env: Env, memoryEnv: Env, client: IORedis): Promise<void> => {
   const ticksPerSecond = clockTicks()
   const flush = () => client.flushall()
 
@@ -213,7 +217,15 @@ const measure = async (server: RedisServer.RedisServer, env: Env, client: IORedi
     throughputs: [],
     latencies: []
   }
-  const contenders = [waku, wakuEach, raw] as const
+  // Not a peer of the others: its store is this process's memory, shared with no other process.
+  const memory: Contender = {
+    label: "wakuwaku on `Redis.layerMemory()` (one process only: not comparable)",
+    throughput: () => wakuThroughput(memoryEnv),
+    latency: (out) => wakuLatency(memoryEnv, out),
+    throughputs: [],
+    latencies: []
+  }
+  const contenders = [waku, wakuEach, raw, memory] as const
 
   const version = String(await client.info("server")).match(/redis_version:(\S+)/)?.[1] ?? "?"
   console.log(
@@ -308,10 +320,11 @@ const program = Effect.scoped(
   Effect.gen(function*() {
     const server = yield* RedisServer.make()
     const env = yield* Layer.build(Redis.layer({ url: server.url }))
+    const memoryEnv = yield* Layer.build(Redis.layerMemory())
     const client = yield* plainClient(server.url)
     const sha1 = yield* Effect.promise(() => client.script("LOAD", ACQUIRE.lua))
     if (sha1 !== ACQUIRE.sha1) yield* Effect.dieMessage(`SCRIPT LOAD returned ${String(sha1)}, expected ${ACQUIRE.sha1}`)
-    yield* Effect.promise(() => measure(server, env, client))
+    yield* Effect.promise(() => measure(server, env, memoryEnv, client))
   })
 )
 
