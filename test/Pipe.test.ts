@@ -1,9 +1,10 @@
 import { layer } from "@effect/vitest"
 import { Chunk, Deferred, Effect, Exit, Fiber, Schema, Stream } from "effect"
+import { Redis as IORedis } from "ioredis"
 import { expect } from "vitest"
 import { Pipe, Redis } from "wakuwaku"
-import { Redis as IORedis } from "ioredis"
-import { freshNamespace, keysMatching, rawClient, RedisLive, redisUrl } from "./support/redis.js"
+import { command, exists, forEachBackend, keysMatching, pttl } from "./support/backends.js"
+import { freshNamespace, RedisLive, redisUrl } from "./support/redis.js"
 
 const Msg = Schema.Struct({ n: Schema.Number })
 type Msg = typeof Msg.Type
@@ -13,15 +14,12 @@ class Frame extends Schema.Class<Frame>("Frame")({ text: Schema.String }) {}
 const keyOf = (ns: string, name: string, suffix: "messages" | "closed" | "inflight" | "receiver") =>
   `@@wakuwaku:Pipe:{${ns}:${name}}:${suffix}`
 
-const raw = <A>(f: (client: import("ioredis").Redis) => Promise<A>) =>
-  Effect.flatMap(rawClient, (client) => Effect.promise(() => f(client)))
-
-/** The keys under the namespace, with their TTLs (ms). */
+/** The keys under the namespace, with their TTLs (ms), read through the backend in context. */
 const ttls = (ns: string) =>
-  raw(async (client) => {
+  Effect.gen(function*() {
     const found: Record<string, number> = {}
-    for (const key of await keysMatching(client, `@@wakuwaku:Pipe:{${ns}:*`)) {
-      found[key.slice(key.lastIndexOf(":") + 1)] = await client.pttl(key)
+    for (const key of yield* keysMatching(`@@wakuwaku:Pipe:{${ns}:*`)) {
+      found[key.slice(key.lastIndexOf(":") + 1)] = yield* pttl(key)
     }
     return found
   })
@@ -44,7 +42,7 @@ const squash = (xs: ReadonlyArray<number>) => xs.filter((x, i) => i === 0 || xs[
 
 const deliveries = ["at-most-once", "at-least-once"] as const
 
-layer(RedisLive, { excludeTestServices: true })("Pipe on Redis", (it) => {
+forEachBackend("Pipe", (it, backend) => {
   it.scoped("the issue's example: a typed frame goes through, and the stream ends at close", () =>
     Effect.gen(function*() {
       const TO_CLIENT = Pipe.make<string, Frame>(freshNamespace(), Frame, "60 seconds")
@@ -73,18 +71,14 @@ layer(RedisLive, { excludeTestServices: true })("Pipe on Redis", (it) => {
     Effect.gen(function*() {
       const ns = freshNamespace()
       const P = Pipe.make<string, Msg>(ns, Msg, "10 seconds")
-      const opened = yield* Deferred.make<void>()
       // Before: it opens (its lease key appears) and blocks, and only then does the sender start.
       const early = yield* Effect.fork(collect(P.receive("before")))
-      yield* raw(async (c) => {
-        while ((await c.exists(keyOf(ns, "before", "receiver"))) === 0) await new Promise((r) => setImmediate(r))
-      }).pipe(Effect.zipRight(Deferred.succeed(opened, undefined)))
-      yield* Deferred.await(opened)
+      while ((yield* exists(keyOf(ns, "before", "receiver"))) === 0) yield* Effect.yieldNow()
       for (let i = 0; i < 100; i++) yield* P.send("before", { n: i })
       yield* P.close("before")
       expect((yield* Fiber.join(early)).map(ns_)).toEqual(range(0, 100))
 
-      // After: everything waits in Redis.
+      // After: everything waits in the store.
       for (let i = 0; i < 100; i++) yield* P.send("after", { n: i })
       yield* P.close("after")
       expect((yield* collect(P.receive("after"))).map(ns_)).toEqual(range(0, 100))
@@ -99,7 +93,7 @@ layer(RedisLive, { excludeTestServices: true })("Pipe on Redis", (it) => {
       yield* P.close("p")
       yield* P.send("p", { n: 3 }) // accepted: no error
       yield* P.close("p") // closing twice does nothing
-      const list = yield* raw((c) => c.lrange(keyOf(ns, "p", "messages"), 0, -1))
+      const list = yield* command("LRANGE", keyOf(ns, "p", "messages"), 0, -1)
       expect(list).toEqual([`{"n":1}`, `{"n":2}`, "!close"])
       expect((yield* collect(P.receive("p"))).map(ns_)).toEqual([1, 2])
       // A later receiver, on the closed and drained pipe, ends at once and holds nothing.
@@ -144,10 +138,8 @@ layer(RedisLive, { excludeTestServices: true })("Pipe on Redis", (it) => {
       const restarted = (yield* expectTtls(ns))["messages"]!
       expect(restarted).toBeGreaterThan(250)
       expect(restarted).toBeLessThanOrEqual(300)
-      // Gone when Redis expires the list, one TTL after the second send (not the first).
-      yield* raw(async (c) => {
-        while ((await c.exists(keyOf(ns, "p", "messages"))) === 1) await new Promise((r) => setTimeout(r, 5))
-      })
+      // Gone when the list expires, one TTL after the second send (not the first).
+      while ((yield* exists(keyOf(ns, "p", "messages"))) === 1) yield* Effect.sleep("5 millis")
       const gone = Date.now() - sent
       expect(gone).toBeGreaterThanOrEqual(250)
       expect(gone).toBeLessThan(1_000)
@@ -162,7 +154,7 @@ layer(RedisLive, { excludeTestServices: true })("Pipe on Redis", (it) => {
       const beats = yield* Effect.fork(Pipe.heartbeat(P, "idle", "10 millis"))
       yield* Effect.sleep("60 millis")
       yield* Fiber.interrupt(beats)
-      expect(yield* raw((c) => c.lrange(keyOf(ns, "idle", "messages"), 0, -1))).toEqual(["!beat"])
+      expect(yield* command("LRANGE", keyOf(ns, "idle", "messages"), 0, -1)).toEqual(["!beat"])
 
       const heart = yield* Effect.fork(Pipe.heartbeat(P, "p"))
       const receiver = yield* Effect.fork(collect(P.receive("p")))
@@ -172,7 +164,7 @@ layer(RedisLive, { excludeTestServices: true })("Pipe on Redis", (it) => {
       expect((yield* Fiber.join(receiver)).map(ns_)).toEqual([1])
       // Once closed, beats write nothing.
       yield* Effect.sleep("150 millis")
-      expect(yield* raw((c) => c.exists(keyOf(ns, "p", "messages")))).toBe(0)
+      expect(yield* exists(keyOf(ns, "p", "messages"))).toBe(0)
       yield* Fiber.interrupt(heart)
     }))
 
@@ -237,7 +229,7 @@ layer(RedisLive, { excludeTestServices: true })("Pipe on Redis", (it) => {
         }
         // The interruptions really landed among deliveries.
         expect(during).toBeGreaterThan(CYCLES / 10)
-        console.info(`${delivery}: ${during} of ${CYCLES} received between interruptions, ${got.length - CYCLES} repeated`)
+        console.info(`${backend.name}, ${delivery}: ${during} of ${CYCLES} received between interruptions, ${got.length - CYCLES} repeated`)
         expect(Object.keys(yield* expectTtls(ns))).toEqual(["closed"])
       }), 60_000)
   }
@@ -261,8 +253,8 @@ layer(RedisLive, { excludeTestServices: true })("Pipe on Redis", (it) => {
           )
         )
         yield* Deferred.await(handling)
-        // Redis holds the message being handled (at-least-once) and the ones taken with it (at-most-once).
-        const inflight = yield* raw((c) => c.lrange(keyOf(ns, "p", "inflight"), 0, -1))
+        // The store holds the message being handled (at-least-once) and the ones taken with it (at-most-once).
+        const inflight = yield* command("LRANGE", keyOf(ns, "p", "inflight"), 0, -1)
         if (delivery === "at-least-once") expect(inflight).toEqual(["!least:3", `{"n":3}`])
         else expect(inflight).toEqual(["!most:0", ...range(0, 10).map((n) => `{"n":${n}}`), "!close"])
         yield* Fiber.interrupt(first)
@@ -277,7 +269,7 @@ layer(RedisLive, { excludeTestServices: true })("Pipe on Redis", (it) => {
       const P = Pipe.make<string, Msg>(ns, Msg, "10 seconds")
       for (let i = 0; i < 200; i++) yield* P.send("p", { n: i })
       expect((yield* collect(P.receive("p").pipe(Stream.take(10)))).map(ns_)).toEqual(range(0, 10))
-      expect(yield* raw((c) => c.llen(keyOf(ns, "p", "messages")))).toBe(190)
+      expect(yield* command("LLEN", keyOf(ns, "p", "messages"))).toBe(190)
       expect((yield* collect(P.receive("p").pipe(Stream.take(100)))).map(ns_)).toEqual(range(10, 110))
       // at-least-once: the last message emitted was never pulled past, so it comes again.
       expect((yield* collect(P.receive("p", { delivery: "at-least-once" }).pipe(Stream.take(10)))).map(ns_))
@@ -293,12 +285,12 @@ layer(RedisLive, { excludeTestServices: true })("Pipe on Redis", (it) => {
       yield* P.send("least", { n: 3 })
       yield* P.close("least")
       // What a killed receiver leaves behind: its in-flight list, its lease gone with its TTL.
-      yield* raw((c) => c.rpush(keyOf(ns, "least", "inflight"), "!least:7", `{"n":1}`, `{"n":2}`))
+      yield* command("RPUSH", keyOf(ns, "least", "inflight"), "!least:7", `{"n":1}`, `{"n":2}`)
       expect((yield* collect(P.receive("least"))).map(ns_)).toEqual([1, 2, 3])
 
       yield* P.send("most", { n: 3 })
       yield* P.close("most")
-      yield* raw((c) => c.rpush(keyOf(ns, "most", "inflight"), "!most:7", `{"n":1}`, `{"n":2}`))
+      yield* command("RPUSH", keyOf(ns, "most", "inflight"), "!most:7", `{"n":1}`, `{"n":2}`)
       expect((yield* collect(P.receive("most"))).map(ns_)).toEqual([3])
     }))
 
@@ -307,13 +299,13 @@ layer(RedisLive, { excludeTestServices: true })("Pipe on Redis", (it) => {
       const ns = freshNamespace()
       const P = Pipe.make<string, Msg>(ns, Msg, "10 seconds")
       // What a killed receiver leaves behind, with little of its TTL left.
-      yield* raw((c) => c.rpush(keyOf(ns, "a", "inflight"), "!least:0", `{"n":1}`))
-      yield* raw((c) => c.pexpire(keyOf(ns, "a", "inflight"), 500))
+      yield* command("RPUSH", keyOf(ns, "a", "inflight"), "!least:0", `{"n":1}`)
+      yield* command("PEXPIRE", keyOf(ns, "a", "inflight"), 500)
       yield* P.send("a", { n: 2 })
-      expect(yield* raw((c) => c.pttl(keyOf(ns, "a", "inflight")))).toBeGreaterThan(19_000)
-      yield* raw((c) => c.pexpire(keyOf(ns, "a", "inflight"), 500))
+      expect(yield* pttl(keyOf(ns, "a", "inflight"))).toBeGreaterThan(19_000)
+      yield* command("PEXPIRE", keyOf(ns, "a", "inflight"), 500)
       yield* Effect.race(Pipe.heartbeat(P, "a"), Effect.sleep("50 millis"))
-      expect(yield* raw((c) => c.pttl(keyOf(ns, "a", "inflight")))).toBeGreaterThan(19_000)
+      expect(yield* pttl(keyOf(ns, "a", "inflight"))).toBeGreaterThan(19_000)
       yield* P.close("a")
       expect((yield* collect(P.receive("a", { delivery: "at-least-once" }))).map(ns_)).toEqual([1, 2])
     }))
@@ -325,22 +317,10 @@ layer(RedisLive, { excludeTestServices: true })("Pipe on Redis", (it) => {
       yield* P.send("a", { n: 1 })
       yield* P.close("a")
       // The marker gone, the sentinel still there (a stopping receiver put it back).
-      yield* raw((c) => c.del(keyOf(ns, "a", "closed")))
+      yield* command("DEL", keyOf(ns, "a", "closed"))
       yield* P.send("a", { n: 2 })
-      expect(yield* raw((c) => c.lrange(keyOf(ns, "a", "messages"), 0, -1))).toEqual([`{"n":1}`, "!close"])
+      expect(yield* command("LRANGE", keyOf(ns, "a", "messages"), 0, -1)).toEqual([`{"n":1}`, "!close"])
       expect((yield* collect(P.receive("a"))).map(ns_)).toEqual([1])
-    }))
-
-  it.scoped("the dedicated connection has no command timeout, even when the adopted client has one", () =>
-    Effect.gen(function*() {
-      const ns = freshNamespace()
-      const P = Pipe.make<string, Msg>(ns, Msg, "1 second")
-      const client = new IORedis(redisUrl, { commandTimeout: 200 })
-      yield* Effect.addFinalizer(() => Effect.sync(() => client.disconnect()))
-      const started = performance.now()
-      const error = yield* Effect.flip(collect(P.receive("a")).pipe(Effect.provide(Redis.layerClient(client))))
-      expect(error).toMatchObject({ _tag: "PipeAbandoned" })
-      expect(performance.now() - started).toBeGreaterThanOrEqual(950)
     }))
 
   it.scoped("a bad payload fails the stream with MessageError carrying it; it is taken out, so the next receiver goes on", () =>
@@ -348,7 +328,7 @@ layer(RedisLive, { excludeTestServices: true })("Pipe on Redis", (it) => {
       const ns = freshNamespace()
       const P = Pipe.make<string, Msg>(ns, Msg, "10 seconds")
       yield* P.send("p", { n: 1 })
-      yield* raw((c) => c.rpush(keyOf(ns, "p", "messages"), "not json", `{"n":"two"}`))
+      yield* command("RPUSH", keyOf(ns, "p", "messages"), "not json", `{"n":"two"}`)
       yield* P.send("p", { n: 3 })
       yield* P.close("p")
       for (const [delivery, bad] of [["at-most-once", "not json"], ["at-least-once", `{"n":"two"}`]] as const) {
@@ -395,7 +375,7 @@ layer(RedisLive, { excludeTestServices: true })("Pipe on Redis", (it) => {
       const first = yield* Deferred.make<void>()
       const blocked = yield* Effect.fork(collect(P.receive("a").pipe(Stream.tap(() => Deferred.succeed(first, undefined)))))
       yield* Deferred.await(first)
-      yield* raw((c) => c.del(keyOf(ns, "a", "receiver")))
+      yield* command("DEL", keyOf(ns, "a", "receiver"))
       const start = Date.now()
       expect(yield* Effect.flip(Fiber.join(blocked))).toMatchObject({ _tag: "PipeBusy", reason: "Lost" })
       expect(Date.now() - start).toBeLessThan(500)
@@ -417,12 +397,12 @@ layer(RedisLive, { excludeTestServices: true })("Pipe on Redis", (it) => {
         )
       )
       yield* Deferred.await(handling)
-      yield* raw((c) => c.del(keyOf(ns, "b", "receiver")))
+      yield* command("DEL", keyOf(ns, "b", "receiver"))
       yield* Deferred.succeed(proceed, undefined)
       expect(yield* Effect.flip(Fiber.join(receiver))).toMatchObject({ _tag: "PipeBusy", reason: "Lost" })
       expect(got).toEqual([1])
       // The handler of 1 had succeeded; its release still put back the rest (nobody else had opened the pipe).
-      expect(yield* raw((c) => c.lrange(keyOf(ns, "b", "messages"), 0, -1))).toEqual([`{"n":2}`])
+      expect(yield* command("LRANGE", keyOf(ns, "b", "messages"), 0, -1)).toEqual([`{"n":2}`])
       yield* expectTtls(ns)
     }))
 
@@ -447,7 +427,7 @@ layer(RedisLive, { excludeTestServices: true })("Pipe on Redis", (it) => {
       yield* Fiber.interrupt(receiver)
       // Both messages are back in the list; nothing else remains.
       expect(Object.keys(yield* expectTtls(ns))).toEqual(["messages"])
-      expect(yield* raw((c) => c.lrange(keyOf(ns, "p", "messages"), 0, -1))).toEqual([`{"n":1}`, `{"n":2}`])
+      expect(yield* command("LRANGE", keyOf(ns, "p", "messages"), 0, -1)).toEqual([`{"n":1}`, `{"n":2}`])
       yield* P.close("p")
       expect(Object.keys(yield* expectTtls(ns)).sort()).toEqual(["closed", "messages"])
     }))
@@ -495,5 +475,21 @@ layer(RedisLive, { excludeTestServices: true })("Pipe on Redis", (it) => {
       expect(() => Pipe.make("a:b", Msg, "1 second")).toThrow(TypeError)
       expect(() => Pipe.heartbeat(P, "p", 0)).toThrow(RangeError)
       expect(String(P)).toBe(`Pipe(${ns}): ttl 10000 ms`)
+    }))
+})
+
+// What only a server has.
+layer(RedisLive, { excludeTestServices: true })("Pipe on Redis only", (it) => {
+  // Adopts an ioredis client with its own commandTimeout, which only the server backend has.
+  it.scoped("the dedicated connection has no command timeout, even when the adopted client has one", () =>
+    Effect.gen(function*() {
+      const ns = freshNamespace()
+      const P = Pipe.make<string, Msg>(ns, Msg, "1 second")
+      const client = new IORedis(redisUrl, { commandTimeout: 200 })
+      yield* Effect.addFinalizer(() => Effect.sync(() => client.disconnect()))
+      const started = performance.now()
+      const error = yield* Effect.flip(collect(P.receive("a")).pipe(Effect.provide(Redis.layerClient(client))))
+      expect(error).toMatchObject({ _tag: "PipeAbandoned" })
+      expect(performance.now() - started).toBeGreaterThanOrEqual(950)
     }))
 })

@@ -218,6 +218,12 @@ export class Db {
     this.list(destination)
     if (list === undefined) return null
     const element = from === "LEFT" ? list.shift()! : list.pop()!
+    // The same list: a rotation, which keeps the key (and its TTL) even with one element.
+    if (source === destination) {
+      if (to === "LEFT") list.unshift(element)
+      else list.push(element)
+      return element
+    }
     this.tidy(source, list)
     if (to === "LEFT") this.lpush(destination, element)
     else this.rpush(destination, element)
@@ -521,6 +527,8 @@ const blmove = (store: StoreImpl, id: number, args: ReadonlyArray<string | numbe
         if (waiting === undefined) store.db.waiters.set(source, waiting = new Set())
         waiting.add(wake)
         store.wakeKilled.set(id, wake)
+        // A push or a kill between the attempt above and this registration would find no waiter: look again.
+        if (store.killed.has(id) || store.db.entries.has(source)) wake()
         return Effect.sync(() => {
           store.db.waiters.get(source)?.delete(wake)
           if (store.wakeKilled.get(id) === wake) store.wakeKilled.delete(id)

@@ -1,0 +1,249 @@
+/**
+ * What only the memory backend has: time on Effect's Clock (so TestClock drives it), the store and its
+ * sweep, layers sharing a store, and its own failures. Each test builds its layer inside the test, so
+ * the layer sees the TestClock.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { Chunk, Duration, Effect, Exit, Fiber, Option, Schema, Stream, TestClock } from "effect"
+import { Lock, Pipe, Rate, Redis, TokenBucket } from "wakuwaku"
+import { command, exists, get, keysMatching, pttl } from "./support/backends.js"
+
+const { Allowed, Denied } = TokenBucket.Admission
+
+const Msg = Schema.Struct({ n: Schema.Number })
+type Msg = typeof Msg.Type
+
+const range = (from: number, to: number) => Array.from({ length: to - from }, (_, i) => from + i)
+
+/** How many TestClock sleeps end at `at` (ms). */
+const sleepsAt = (at: number) => Effect.map(TestClock.sleeps(), Chunk.reduce(0, (n, end) => (end === at ? n + 1 : n)))
+
+/** Yields until more than `before` TestClock sleeps end at `at`: a fiber has started waiting until then. */
+const sleepingUntil = (at: number, before = 0) =>
+  Effect.gen(function*() {
+    while ((yield* sleepsAt(at)) <= before) yield* Effect.yieldNow()
+  })
+
+describe("Memory backend", () => {
+  it.effect("TestClock: a drained bucket of 20, 1 per 3 s, gets exactly one more token after 3 s", () =>
+    Effect.gen(function*() {
+      const LOGINS = TokenBucket.make<string>("login", 20, Rate.make(1, "3 seconds"))
+      const key = "@@wakuwaku:TokenBucket:login:203.0.113.7"
+      for (let i = 19; i >= 0; i--) expect(yield* LOGINS.acquire("203.0.113.7", 1)).toEqual(Allowed({ remaining: i }))
+      // No time passed: the wait is exactly one period, and the bucket is full again in 60 s.
+      expect(yield* LOGINS.acquire("203.0.113.7", 1)).toEqual(Denied({ retryAfter: Option.some(Duration.millis(3000)) }))
+      expect(yield* pttl(key)).toBe(60_000)
+      yield* TestClock.adjust("2999 millis")
+      expect(yield* LOGINS.acquire("203.0.113.7", 1)).toEqual(Denied({ retryAfter: Option.some(Duration.millis(1)) }))
+      yield* TestClock.adjust("1 millis")
+      expect(yield* LOGINS.acquire("203.0.113.7", 1)).toEqual(Allowed({ remaining: 0 }))
+      expect(yield* LOGINS.acquire("203.0.113.7", 1)).toEqual(Denied({ retryAfter: Option.some(Duration.millis(3000)) }))
+      // Left alone for 60 s it is full; the key expires 1 ms later (alive while now <= its expiry).
+      yield* TestClock.adjust("60 seconds")
+      expect(yield* LOGINS.peek("203.0.113.7")).toBe(20)
+      expect(yield* exists(key)).toBe(1)
+      yield* TestClock.adjust("1 millis")
+      expect(yield* exists(key)).toBe(0)
+      expect(yield* LOGINS.acquire("203.0.113.7", 20)).toEqual(Allowed({ remaining: 0 }))
+    }).pipe(Effect.provide(Redis.layerMemory())))
+
+  it.effect("TestClock: a 10 s lease holds through 10 s and is free 1 ms later; the fence strictly increases", () =>
+    Effect.gen(function*() {
+      const JOBS = Lock.make<string>("job", "10 seconds")
+      const first = Option.getOrThrow(yield* JOBS.tryLock("a"))
+      // The fence is the time in µs (TestClock starts at 0).
+      expect(first.fence).toBe(0n)
+      yield* TestClock.adjust("10 seconds")
+      expect(yield* JOBS.tryLock("a")).toEqual(Option.none())
+      yield* TestClock.adjust("1 millis")
+      const second = Option.getOrThrow(yield* JOBS.tryLock("a"))
+      expect(second.fence).toBe(10_001_000n)
+      // The first holder's token no longer holds anything.
+      expect(yield* first.release).toBe(false)
+      expect(yield* first.extend).toBe(false)
+      // Granted again at the same instant: the last fence plus one.
+      expect(yield* second.release).toBe(true)
+      const third = Option.getOrThrow(yield* JOBS.tryLock("a"))
+      expect(third.fence).toBe(10_001_001n)
+    }).pipe(Effect.provide(Redis.layerMemory())))
+
+  it.effect("expiry: an expired key is invisible at once, still counted until the sweep, which leaves the store empty", () => {
+    const store = Redis.makeMemoryStore()
+    return Effect.gen(function*() {
+      const BUCKET = TokenBucket.make<string>("e", 5, Rate.make(1, "1 second"))
+      const LOCK = Lock.make<string>("e", "5 seconds")
+      const PIPE = Pipe.make<string, Msg>("e", Msg, "5 seconds")
+      const bucket = "@@wakuwaku:TokenBucket:e:a"
+      const owner = "@@wakuwaku:Lock:{e:a}:owner"
+      const fence = "@@wakuwaku:Lock:{e:a}:fence"
+      const messages = "@@wakuwaku:Pipe:{e:a}:messages"
+      expect(yield* BUCKET.acquire("a", 5)).toEqual(Allowed({ remaining: 0 }))
+      expect(Option.isSome(yield* LOCK.tryLock("a"))).toBe(true)
+      yield* PIPE.send("a", { n: 1 })
+      // Every key expires at 5 s.
+      expect((yield* keysMatching("*")).sort()).toEqual([fence, owner, messages, bucket].sort())
+      for (const key of [bucket, owner, fence, messages]) expect(yield* pttl(key)).toBe(5000)
+      expect(store.size).toBe(4)
+      expect(yield* command("DBSIZE")).toBe(4)
+      // At 5 s they are alive (now <= expiry); the sweeps of 1..5 s kept them.
+      yield* TestClock.adjust("5 seconds")
+      expect(yield* command("EXISTS", bucket, owner, fence, messages)).toBe(4)
+      expect(store.size).toBe(4)
+      // 1 ms later they are gone for every read, while the store still holds them until the sweep at 6 s.
+      yield* TestClock.adjust("1 millis")
+      expect(store.size).toBe(4)
+      expect(yield* command("DBSIZE")).toBe(4)
+      expect(yield* command("EXISTS", bucket, owner, messages)).toBe(0)
+      expect(yield* BUCKET.peek("a")).toBe(5)
+      expect(yield* command("LRANGE", messages, 0, -1)).toEqual([])
+      // A read removes the expired key it finds, as Redis does; the fence key, never read, waits for the sweep.
+      expect(store.size).toBe(1)
+      expect(yield* command("DBSIZE")).toBe(1)
+      yield* TestClock.adjust("999 millis")
+      expect(store.size).toBe(0)
+      expect(yield* command("DBSIZE")).toBe(0)
+      expect(yield* get(fence)).toBeNull()
+    }).pipe(Effect.provide(Redis.layerMemory({ store })))
+  })
+
+  it.effect("TestClock: a receiver that gets nothing for one TTL fails with PipeAbandoned then, not before, and leaves nothing", () => {
+    const store = Redis.makeMemoryStore()
+    return Effect.gen(function*() {
+      const P = Pipe.make<string, Msg>("quiet", Msg, "10 seconds")
+      yield* P.send("p", { n: 1 })
+      const got: Array<number> = []
+      const receiver = yield* Effect.fork(
+        Effect.flip(P.receive("p").pipe(Stream.runForEach((m) => Effect.sync(() => got.push(m.n)))))
+      )
+      // It got the message and blocks in BLMOVE, whose timeout ends at 10 s.
+      yield* sleepingUntil(10_000)
+      expect(got).toEqual([1])
+      yield* TestClock.adjust("9999 millis")
+      expect(yield* Fiber.poll(receiver)).toEqual(Option.none())
+      yield* TestClock.adjust("1 millis")
+      const error = yield* Fiber.join(receiver)
+      expect(error).toBeInstanceOf(Pipe.PipeAbandoned)
+      expect(error).toMatchObject({ _tag: "PipeAbandoned", pipe: "Pipe(quiet)", name: "p" })
+      expect(Duration.toMillis((error as Pipe.PipeAbandoned).ttl)).toBe(10_000)
+      // Its lease and in-flight list went with it; the message list was drained.
+      expect(store.size).toBe(0)
+    }).pipe(Effect.provide(Redis.layerMemory({ store })))
+  })
+
+  it.effect("blocking receive: 200 cycles of receive, interrupt, send lose nothing and repeat nothing", () => {
+    const store = Redis.makeMemoryStore()
+    return Effect.gen(function*() {
+      const P = Pipe.make<string, Msg>("cycles", Msg, "10 seconds")
+      const got: Array<number> = []
+      const receive = P.receive("p").pipe(Stream.runForEach((m) => Effect.sync(() => got.push(m.n))))
+      for (let i = 0; i < 200; i++) {
+        const blocked = yield* sleepsAt(10_000)
+        const fiber = yield* Effect.fork(receive)
+        switch (i % 4) {
+          case 0: // before it opens
+            yield* Fiber.interrupt(fiber)
+            yield* P.send("p", { n: i })
+            break
+          case 1: // while it opens
+            yield* Effect.yieldNow()
+            yield* Fiber.interrupt(fiber)
+            yield* P.send("p", { n: i })
+            break
+          case 2: // blocked in BLMOVE, nothing on its way
+            yield* sleepingUntil(10_000, blocked)
+            yield* Fiber.interrupt(fiber)
+            yield* P.send("p", { n: i })
+            break
+          case 3: // blocked in BLMOVE, woken by the message
+            yield* sleepingUntil(10_000, blocked)
+            yield* P.send("p", { n: i })
+            yield* Fiber.interrupt(fiber)
+        }
+        expect(Exit.isInterrupted(yield* Fiber.await(fiber))).toBe(true)
+      }
+      const during = got.length
+      yield* P.close("p")
+      yield* receive
+      expect(got).toEqual(range(0, 200))
+      // Receivers took messages between interruptions, and the last one got the rest.
+      expect(during).toBeGreaterThan(0)
+      expect(during).toBeLessThan(200)
+      expect(yield* keysMatching("*")).toEqual(["@@wakuwaku:Pipe:{cycles:p}:closed"])
+      expect(store.size).toBe(1)
+    }).pipe(Effect.provide(Redis.layerMemory({ store })))
+  })
+
+  it.effect("BLMOVE: a push just after the wait starts wakes it at once, whatever the interleaving", () =>
+    Effect.gen(function*() {
+      const redis = yield* Redis.Redis
+      for (let yields = 0; yields < 6; yields++) {
+        const source = `source-${yields}`
+        const dedicated = yield* redis.dedicated
+        const waiting = yield* Effect.fork(dedicated.command("BLMOVE", [source, "destination", "LEFT", "RIGHT", 10]))
+        for (let i = 0; i < yields; i++) yield* Effect.yieldNow()
+        yield* command("RPUSH", source, `x${yields}`)
+        // No time passes: only the wake-up can end the wait, within a few turns of the scheduler.
+        for (let i = 0; i < 100 && Option.isNone(yield* Fiber.poll(waiting)); i++) yield* Effect.yieldNow()
+        const moved = Option.map(yield* Fiber.poll(waiting), (exit) => (Exit.isSuccess(exit) ? exit.value : exit))
+        expect({ yields, moved, source: yield* command("LRANGE", source, 0, -1) })
+          .toEqual({ yields, moved: Option.some(`x${yields}`), source: [] })
+      }
+    }).pipe(Effect.scoped, Effect.provide(Redis.layerMemory())))
+
+  it.effect("one store, two layers: what one writes the other sees; separately built layers share nothing", () => {
+    const B = TokenBucket.make<string>("shared", 5, Rate.make(1, "1 second"))
+    const store = Redis.makeMemoryStore()
+    const one = Redis.layerMemory({ store })
+    const two = Redis.layerMemory({ store })
+    return Effect.gen(function*() {
+      expect(yield* B.acquire("a", 3).pipe(Effect.provide(one))).toEqual(Allowed({ remaining: 2 }))
+      expect(yield* B.peek("a").pipe(Effect.provide(two))).toBe(2)
+      expect(yield* B.acquire("a", 2).pipe(Effect.provide(two))).toEqual(Allowed({ remaining: 0 }))
+      expect(yield* B.peek("a").pipe(Effect.provide(one))).toBe(0)
+      expect(store.size).toBe(1)
+      // Without a store, each build of a layer has its own: within one build the data is shared…
+      const own = Redis.layerMemory()
+      expect(yield* Effect.all([B.acquire("a", 5), B.peek("a")]).pipe(Effect.provide(own)))
+        .toEqual([Allowed({ remaining: 0 }), 0])
+      // …and another build, of the same layer value or a new one, starts empty.
+      expect(yield* B.peek("a").pipe(Effect.provide(own))).toBe(5)
+      expect(yield* B.peek("a").pipe(Effect.provide(Redis.layerMemory()))).toBe(5)
+      expect(yield* B.peek("a").pipe(Effect.provide(one))).toBe(0)
+      expect(store.size).toBe(1)
+    })
+  })
+
+  it.effect("layerMemoryReadOnly over a read-write layer's store reads what it wrote, as time passes", () => {
+    const B = TokenBucket.make<string>("ro", 5, Rate.make(1, "1 second"))
+    const store = Redis.makeMemoryStore()
+    const readOnly = Redis.layerMemoryReadOnly({ store })
+    return Effect.gen(function*() {
+      expect(yield* B.acquire("a", 4).pipe(Effect.provide(Redis.layerMemory({ store })))).toEqual(Allowed({ remaining: 1 }))
+      const written = yield* get("@@wakuwaku:TokenBucket:ro:a").pipe(Effect.provide(readOnly))
+      expect(yield* B.peek("a").pipe(Effect.provide(readOnly))).toBe(1)
+      yield* TestClock.adjust("2 seconds")
+      expect(yield* B.peek("a").pipe(Effect.provide(readOnly))).toBe(3)
+      expect(yield* B.peek("b").pipe(Effect.provide(readOnly))).toBe(5)
+      // Peeking wrote nothing.
+      expect(yield* get("@@wakuwaku:TokenBucket:ro:a").pipe(Effect.provide(readOnly))).toBe(written)
+      expect(store.size).toBe(1)
+    })
+  })
+
+  it.effect("a script with no twin fails with RedisError (Script)", () =>
+    Effect.gen(function*() {
+      const MINE = Redis.script({ name: "mine", keys: 1, lua: "return redis.call('GET', KEYS[1])" })
+      const redis = yield* Redis.Redis
+      const error = yield* Effect.flip(redis.script(MINE, ["k"], []))
+      expect(error).toBeInstanceOf(Redis.RedisError)
+      expect(error).toMatchObject({ _tag: "RedisError", reason: "Script", operation: "script mine" })
+      expect(error.message).toContain("NOSCRIPT")
+    }).pipe(Effect.provide(Redis.layerMemory())))
+
+  it("a sweepInterval that is not finite and longer than zero throws a RangeError when the layer is made", () => {
+    expect(() => Redis.layerMemory({ sweepInterval: 0 })).toThrow(RangeError)
+    expect(() => Redis.layerMemory({ sweepInterval: "0 millis" })).toThrow(RangeError)
+    expect(() => Redis.layerMemory({ sweepInterval: Infinity })).toThrow(RangeError)
+    expect(() => Redis.layerMemoryReadOnly({ sweepInterval: 0 })).toThrow(RangeError)
+  })
+})
