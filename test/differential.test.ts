@@ -1,0 +1,677 @@
+/**
+ * Differential property tests: the embedded memory backend (`Redis.layerMemory`, every script run by its
+ * TypeScript twin) against a real redis-server (the Lua). fast-check draws a sequence of operations over a
+ * few names; the same sequence runs on both backends, each in a namespace of its own for the run, and every
+ * operation's outcome, normalised, must be the same on both.
+ *
+ * Time cannot decide an outcome during a run: the bucket refills one token an hour, leases last 30 s,
+ * pipe TTLs 60 s. What does depend on elapsed time is compared with a tolerance measured on the run, or
+ * not at all (fences: the server's clock against Effect's, so only "it went up" is compared):
+ * - `Denied.retryAfter` falls a millisecond per millisecond. The bucket's memory run replays the Redis
+ *   run's clock: each Redis operation is bracketed by `TIME` before and after, and the memory run, under
+ *   a clock set by hand, sets the time to the bracket's start before the same operation. The two then
+ *   differ only by where in its bracket the script ran: |Δ| ≤ 1 + the widest bracket (ms), a few ms at
+ *   most, where the run's whole elapsed time (tens of ms) would hide an off-by-one in the twin.
+ * - Every run ends with a snapshot of the keys the run wrote (type, and whether and how long they live):
+ *   PTTLs may differ by the two runs' elapsed time plus 1 ms.
+ *
+ * A failure prints the shrunk operation sequence (fast-check's counterexample, plain JSON) and a table of
+ * every operation with both backends' outcomes, the mismatches marked.
+ *
+ * Runs per property: 200, or WAKUWAKU_DIFF_RUNS.
+ */
+import { randomBytes } from "node:crypto"
+import {
+  Clock,
+  Context,
+  Duration,
+  Effect,
+  Either,
+  Exit,
+  Layer,
+  Option,
+  Schedule,
+  Schema,
+  Scope,
+  Stream
+} from "effect"
+import fc from "fast-check"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { Lock, Pipe, Rate, Redis, RwLock, TokenBucket } from "wakuwaku"
+import { RedisLive } from "./support/redis.js"
+
+const NUM_RUNS = Number(process.env["WAKUWAKU_DIFF_RUNS"] ?? 200)
+/** Per property; vitest's default (30 s) is for one example, this is 200 sequences on two backends. */
+const TIMEOUT = 120_000
+
+type Backend = "Redis" | "memory"
+
+let scope: Scope.CloseableScope
+const contexts = {} as Record<Backend, Context.Context<Redis.ReadWrite>>
+
+beforeAll(async () => {
+  scope = Effect.runSync(Scope.make())
+  contexts.Redis = await Effect.runPromise(Scope.extend(Layer.build(RedisLive), scope))
+  contexts.memory = await Effect.runPromise(Scope.extend(Layer.build(Redis.layerMemory()), scope))
+})
+
+afterAll(async () => {
+  if (scope !== undefined) await Effect.runPromise(Scope.close(scope, Exit.void))
+})
+
+const freshNamespace = () => `d-${randomBytes(6).toString("hex")}`
+
+/** Runs `effect` on a backend and measures how long it took (ms). */
+const runOn = async <A, E>(backend: Backend, effect: Effect.Effect<A, E, Redis.ReadWrite>) => {
+  const started = performance.now()
+  const value = await Effect.runPromise(Effect.provide(effect, contexts[backend]))
+  return { value, elapsed: performance.now() - started }
+}
+
+const show = (u: unknown) => JSON.stringify(u, (_, v) => (typeof v === "bigint" ? String(v) : v))
+
+/** Runs a sequence on a backend, in a namespace of its own. */
+type Run = (backend: Backend, namespace: string) => Effect.Effect<Array<Entry>, unknown, Redis.ReadWrite>
+
+/**
+ * Runs one sequence on both backends, Redis first, each in a fresh namespace, and compares the outcomes
+ * entry by entry. `near` says whether two different outcomes are still the same, given the tolerance in
+ * ms for time-dependent values (the two runs' elapsed time plus 1). A mismatch throws with a table of
+ * every entry.
+ */
+const differential = async (
+  run: Run,
+  near: (redis: unknown, memory: unknown, toleranceMs: number) => boolean = nearSnapshot
+) => {
+  const onRedis = await runOn("Redis", run("Redis", freshNamespace()))
+  const onMemory = await runOn("memory", run("memory", freshNamespace()))
+  const tolerance = onRedis.elapsed + onMemory.elapsed + 1
+  const redis = onRedis.value
+  const memory = onMemory.value
+  const length = Math.max(redis.length, memory.length)
+  let mismatches = 0
+  const lines: Array<string> = []
+  for (let i = 0; i < length; i++) {
+    const r = redis[i]
+    const m = memory[i]
+    const same = r !== undefined && m !== undefined && r.label === m.label &&
+      (show(r.outcome) === show(m.outcome) || near(r.outcome, m.outcome, tolerance))
+    if (!same) mismatches++
+    lines.push(
+      `${same ? "  " : "≠ "}#${i} ${r?.label ?? m?.label}: Redis ${show(r?.outcome)}${
+        same && show(r?.outcome) === show(m?.outcome) ? "" : `, memory ${show(m?.outcome)}`
+      }`
+    )
+  }
+  if (mismatches > 0) {
+    throw new Error(
+      `${mismatches} outcome(s) differ between Redis and memory (runs took ${onRedis.elapsed.toFixed(1)} ms and ${
+        onMemory.elapsed.toFixed(1)
+      } ms):\n${lines.join("\n")}`
+    )
+  }
+}
+
+/** One outcome: the operation that produced it (shown), and what it gave, normalised. */
+interface Entry {
+  readonly label: string
+  readonly outcome: unknown
+}
+
+const entry = (op: unknown, outcome: unknown): Entry => ({ label: show(op), outcome })
+
+const property = <Op>(arb: fc.Arbitrary<Op>, check: (ops: ReadonlyArray<Op>) => Promise<void>) =>
+  fc.assert(fc.asyncProperty(fc.array(arb, { minLength: 1, maxLength: 20 }), check), { numRuns: NUM_RUNS })
+
+// The keys a run wrote
+
+const command = (name: string, ...args: ReadonlyArray<string | number>) =>
+  Effect.flatMap(Redis.Redis, (redis) => redis.command(name, args))
+
+interface Key {
+  readonly key: string
+  readonly type: string
+  /** -1: no TTL. */
+  readonly pttl: number
+  /** Lists in full, sorted sets by size, strings when `values` (random tokens and times differ). */
+  readonly value?: unknown
+}
+
+/** Every key of the namespace, as `<ns>` in its name, sorted. */
+const snapshot = (namespace: string, values: boolean, label = "keys") =>
+  Effect.gen(function*() {
+    const keys: Array<string> = []
+    let cursor = "0"
+    do {
+      const [next, found] = (yield* command("SCAN", cursor, "MATCH", `*${namespace}*`, "COUNT", 1000)) as [
+        string,
+        Array<string>
+      ]
+      keys.push(...found)
+      cursor = next
+    } while (cursor !== "0")
+    const out: Array<Key> = []
+    for (const key of [...new Set(keys)].sort()) {
+      const type = (yield* command("TYPE", key)) as string
+      const pttl = (yield* command("PTTL", key)) as number
+      const value = type === "list"
+        ? yield* command("LRANGE", key, 0, -1)
+        : type === "zset"
+        ? { size: yield* command("ZCARD", key) }
+        : type === "string" && values
+        ? yield* command("GET", key)
+        : undefined
+      out.push({ key: key.replace(namespace, "<ns>"), type, pttl, ...(value === undefined ? {} : { value }) })
+    }
+    return entry({ final: label }, out)
+  })
+
+/** Snapshots whose keys, types and values agree, each key living on both or neither, for about as long. */
+const nearSnapshot = (redis: unknown, memory: unknown, tolerance: number): boolean => {
+  if (!Array.isArray(redis) || !Array.isArray(memory) || redis.length !== memory.length) return false
+  return (redis as Array<Key>).every((r, i) => {
+    const m = (memory as Array<Key>)[i]!
+    return r.key === m.key && r.type === m.type && show(r.value) === show(m.value) &&
+      (r.pttl === m.pttl || (r.pttl > 0 && m.pttl > 0 && Math.abs(r.pttl - m.pttl) <= tolerance))
+  })
+}
+
+/** Ops are plain objects, never null-prototype ones, so that counterexamples print as plain JSON. */
+const record = <T>(model: { [K in keyof T]: fc.Arbitrary<T[K]> }): fc.Arbitrary<T> =>
+  fc.record(model, { noNullPrototype: true }) as fc.Arbitrary<T>
+
+const NAMES = ["a", "b", "c"] as const
+const name = fc.constantFrom(...NAMES)
+/** An index into every token granted so far in the run, modulo their number: fresh and stale ones. */
+const tokenIndex = fc.nat({ max: 19 })
+
+// TokenBucket
+
+const CAPACITY = 5
+
+type BucketOp =
+  | { readonly op: "acquire"; readonly name: string; readonly cost: number }
+  | { readonly op: "reset"; readonly name: string }
+  | { readonly op: "peek"; readonly name: string }
+  /** Acquires made at once: on Redis, all but the first go as one call of the batch script. */
+  | { readonly op: "burst"; readonly calls: ReadonlyArray<{ readonly name: string; readonly cost: number }> }
+
+const cost = fc.integer({ min: 0, max: CAPACITY + 2 })
+
+const bucketOp: fc.Arbitrary<BucketOp> = fc.oneof(
+  { arbitrary: record({ op: fc.constant("acquire" as const), name, cost }), weight: 5 },
+  { arbitrary: record({ op: fc.constant("reset" as const), name }), weight: 1 },
+  { arbitrary: record({ op: fc.constant("peek" as const), name }), weight: 2 },
+  {
+    arbitrary: record({
+      op: fc.constant("burst" as const),
+      calls: fc.array(record({ name, cost }), { minLength: 2, maxLength: 6 })
+    }),
+    weight: 1
+  }
+)
+
+const admission = (a: TokenBucket.Admission) =>
+  a._tag === "Allowed"
+    ? { allowed: a.remaining }
+    : { deniedRetryMs: Option.match(a.retryAfter, { onNone: () => "never" as const, onSome: Duration.toMillis }) }
+
+/**
+ * Where the Redis run's operations ran on the server clock: `TIME` before and after each, in µs. The
+ * memory run replays the starts.
+ */
+interface Brackets {
+  readonly at: Array<readonly [before: number, after: number]>
+}
+
+/**
+ * A Clock whose time is set by hand, in µs (the memory backend reads the fiber's Clock on every call); it
+ * sleeps for real. TestClock would do, but each of its moves waits for a timer, a millisecond an op.
+ */
+class ReplayClock implements Clock.Clock {
+  readonly [Clock.ClockTypeId]: Clock.ClockTypeId = Clock.ClockTypeId
+  micros = 0
+  private readonly live = Clock.make()
+  unsafeCurrentTimeMillis() {
+    return Math.floor(this.micros / 1000)
+  }
+  readonly currentTimeMillis = Effect.sync(() => this.unsafeCurrentTimeMillis())
+  unsafeCurrentTimeNanos() {
+    return BigInt(this.micros) * 1000n
+  }
+  readonly currentTimeNanos = Effect.sync(() => this.unsafeCurrentTimeNanos())
+  sleep(duration: Duration.Duration) {
+    return this.live.sleep(duration)
+  }
+}
+
+const serverMicros = Effect.map(command("TIME"), (reply) => {
+  const [s, us] = reply as [string, string]
+  return Number(s) * 1_000_000 + Number(us)
+})
+
+const runBucket = (ops: ReadonlyArray<BucketOp>, brackets: Brackets): Run => (backend, namespace) => {
+  let step = 0
+  const clock = new ReplayClock()
+  // On Redis, the server time around the operation; on memory, the clock set to where Redis's started.
+  const timed = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+    Effect.gen(function*() {
+      const i = step++
+      if (backend === "Redis") {
+        const before = yield* serverMicros
+        const value = yield* effect
+        brackets.at[i] = [before, yield* serverMicros]
+        return value
+      }
+      clock.micros = brackets.at[i]![0]
+      return yield* effect
+    })
+  const run = Effect.gen(function*() {
+    // One token an hour: a run of a few seconds refills a thousandth of one, which changes no whole
+    // count and no admission, only retryAfter (a millisecond per millisecond).
+    const bucket = TokenBucket.make<string>(namespace, CAPACITY, Rate.make(1, "1 hour"))
+    const entries: Array<Entry> = []
+    for (const op of ops) {
+      switch (op.op) {
+        case "acquire":
+          entries.push(entry(op, admission(yield* timed(bucket.acquire(op.name, op.cost)))))
+          break
+        case "reset":
+          entries.push(entry(op, { existed: yield* timed(bucket.reset(op.name)) }))
+          break
+        case "peek":
+          entries.push(entry(op, { tokens: yield* timed(bucket.peek(op.name)) }))
+          break
+        case "burst": {
+          const all = yield* timed(Effect.all(op.calls.map((call) => bucket.acquire(call.name, call.cost)), {
+            concurrency: "unbounded"
+          }))
+          entries.push(entry(op, all.map(admission)))
+          break
+        }
+      }
+    }
+    for (const n of NAMES) entries.push(entry({ final: "peek", name: n }, { tokens: yield* timed(bucket.peek(n)) }))
+    entries.push(yield* timed(snapshot(namespace, false)))
+    return entries
+  })
+  return backend === "Redis" ? run : Effect.withClock(run, clock)
+}
+
+/** The widest bracket of the Redis run, in ms. */
+const widest = (brackets: Brackets) => Math.max(0, ...brackets.at.map(([before, after]) => (after - before) / 1000))
+
+const isSnapshot = (u: unknown): boolean =>
+  Array.isArray(u) && u.some((k) => typeof k === "object" && k !== null && "key" in k)
+
+/**
+ * Denials whose retry times differ by at most 1 ms plus the widest bracket: the memory run read the
+ * time at the start of the bracket where the script on Redis ran somewhere inside it, both for this
+ * operation and for the one that started the refill. Snapshots are compared as {@link nearSnapshot}.
+ */
+const nearRetry = (widestMs: number) => (redis: unknown, memory: unknown, tolerance: number): boolean => {
+  if (isSnapshot(redis) || isSnapshot(memory)) return nearSnapshot(redis, memory, tolerance)
+  if (Array.isArray(redis) && Array.isArray(memory)) {
+    return redis.length === memory.length &&
+      redis.every((r, i) => show(r) === show(memory[i]) || nearRetry(widestMs)(r, memory[i], tolerance))
+  }
+  const r = (redis as { deniedRetryMs?: unknown } | undefined)?.deniedRetryMs
+  const m = (memory as { deniedRetryMs?: unknown } | undefined)?.deniedRetryMs
+  return typeof r === "number" && typeof m === "number" && Math.abs(r - m) <= 1 + Math.floor(widestMs)
+}
+
+// Lock
+
+const LEASE = "30 seconds"
+
+type LockOp =
+  | { readonly op: "tryLock"; readonly name: string }
+  | { readonly op: "release"; readonly token: number }
+  | { readonly op: "extend"; readonly token: number }
+  /** Lock.scoped with tryOnce, released when the op ends. */
+  | { readonly op: "scoped"; readonly name: string }
+  /** tryLocks made at once: on Redis, all but the first go as one call of the batch script. */
+  | { readonly op: "burst"; readonly names: ReadonlyArray<string> }
+  /** Releases (or extends) of several tokens at once, batched as `burst`. */
+  | { readonly op: "tokenBurst"; readonly what: "release" | "extend"; readonly tokens: ReadonlyArray<number> }
+
+const lockOp: fc.Arbitrary<LockOp> = fc.oneof(
+  { arbitrary: record({ op: fc.constant("tryLock" as const), name }), weight: 4 },
+  { arbitrary: record({ op: fc.constant("release" as const), token: tokenIndex }), weight: 3 },
+  { arbitrary: record({ op: fc.constant("extend" as const), token: tokenIndex }), weight: 2 },
+  { arbitrary: record({ op: fc.constant("scoped" as const), name }), weight: 1 },
+  {
+    arbitrary: record({ op: fc.constant("burst" as const), names: fc.array(name, { minLength: 2, maxLength: 5 }) }),
+    weight: 1
+  },
+  {
+    arbitrary: record({
+      op: fc.constant("tokenBurst" as const),
+      what: fc.constantFrom<"release" | "extend">("release", "extend"),
+      tokens: fc.array(tokenIndex, { minLength: 2, maxLength: 5 })
+    }),
+    weight: 1
+  }
+)
+
+/** Every grant's fence, per name, must exceed the last one of that name on the same backend. */
+const fences = () => {
+  const last = new Map<string, bigint>()
+  return (name: string, fence: bigint) => {
+    const previous = last.get(name)
+    last.set(name, fence)
+    return previous === undefined || fence > previous
+  }
+}
+
+interface Held {
+  readonly name: string
+  readonly kind: "read" | "write"
+  readonly release: Effect.Effect<boolean, Redis.RedisError, Redis.ReadWrite>
+  readonly extend: Effect.Effect<boolean, Redis.RedisError, Redis.ReadWrite>
+}
+
+/** release/extend of token `i` (modulo how many were granted): which token, and what it answered. */
+const useToken = (tokens: ReadonlyArray<Held>, i: number, what: "release" | "extend") =>
+  Effect.gen(function*() {
+    if (tokens.length === 0) return "no token yet"
+    const at = i % tokens.length
+    const token = tokens[at]!
+    return { token: `#${at} ${token.kind} ${token.name}`, [what]: yield* token[what] }
+  })
+
+const runLock = (ops: ReadonlyArray<LockOp>): Run => (_, namespace) =>
+  Effect.gen(function*() {
+    const lock = Lock.make<string>(namespace, LEASE)
+    const increased = fences()
+    const tokens: Array<Held> = []
+    const grant = (name: string, token: Option.Option<Lock.LockToken>) => {
+      if (Option.isNone(token)) return { granted: false }
+      tokens.push({ name, kind: "write", release: token.value.release, extend: token.value.extend })
+      return { granted: `#${tokens.length - 1}`, fenceIncreased: increased(name, token.value.fence) }
+    }
+    const entries: Array<Entry> = []
+    for (const op of ops) {
+      switch (op.op) {
+        case "tryLock":
+          entries.push(entry(op, grant(op.name, yield* lock.tryLock(op.name))))
+          break
+        case "release":
+        case "extend":
+          entries.push(entry(op, yield* useToken(tokens, op.token, op.op)))
+          break
+        case "scoped": {
+          const held = yield* Effect.scoped(
+            Effect.either(Effect.map(Lock.scoped(lock, op.name, { acquire: Lock.tryOnce }), ({ token }) => token.fence))
+          )
+          entries.push(entry(
+            op,
+            Either.match(held, {
+              onLeft: (error) => ({ failed: error._tag }),
+              onRight: (fence) => ({ heldAndReleased: true, fenceIncreased: increased(op.name, fence) })
+            })
+          ))
+          break
+        }
+        case "burst": {
+          const all = yield* Effect.all(op.names.map((name) => lock.tryLock(name)), { concurrency: "unbounded" })
+          entries.push(entry(op, all.map((token, i) => grant(op.names[i]!, token))))
+          break
+        }
+        case "tokenBurst":
+          entries.push(entry(
+            op,
+            yield* Effect.all(op.tokens.map((i) => useToken(tokens, i, op.what)), { concurrency: "unbounded" })
+          ))
+          break
+      }
+    }
+    // Who holds what at the end: tryLock every name once more.
+    for (const n of NAMES) entries.push(entry({ final: "tryLock", name: n }, grant(n, yield* lock.tryLock(n))))
+    entries.push(yield* snapshot(namespace, false))
+    return entries
+  })
+
+// RwLock
+
+type RwOp =
+  | { readonly op: "tryRead"; readonly name: string }
+  | { readonly op: "tryWrite"; readonly name: string }
+  | { readonly op: "release"; readonly token: number }
+  | { readonly op: "extend"; readonly token: number }
+  /**
+   * RwLock.scopedWrite with one waiting attempt (Lock.wait, Schedule.recurs(0)): refused, it leaves a
+   * writer intent and withdraws it; granted, it holds and releases. Either way nothing is left over.
+   */
+  | { readonly op: "waitWrite"; readonly name: string }
+  /** RwLock.scopedRead with tryOnce, released when the op ends. */
+  | { readonly op: "scopedRead"; readonly name: string }
+
+const rwOp: fc.Arbitrary<RwOp> = fc.oneof(
+  { arbitrary: record({ op: fc.constant("tryRead" as const), name }), weight: 4 },
+  { arbitrary: record({ op: fc.constant("tryWrite" as const), name }), weight: 4 },
+  { arbitrary: record({ op: fc.constant("release" as const), token: tokenIndex }), weight: 4 },
+  { arbitrary: record({ op: fc.constant("extend" as const), token: tokenIndex }), weight: 2 },
+  { arbitrary: record({ op: fc.constant("waitWrite" as const), name }), weight: 1 },
+  { arbitrary: record({ op: fc.constant("scopedRead" as const), name }), weight: 1 }
+)
+
+const runRwLock = (ops: ReadonlyArray<RwOp>): Run => (_, namespace) =>
+  Effect.gen(function*() {
+    const rw = RwLock.make<string>(namespace, LEASE)
+    const increased = fences()
+    const tokens: Array<Held> = []
+    const read = (name: string, token: Option.Option<RwLock.ReadToken>) => {
+      if (Option.isNone(token)) return { granted: false }
+      tokens.push({ name, kind: "read", release: token.value.release, extend: token.value.extend })
+      return { granted: `#${tokens.length - 1}` }
+    }
+    const write = (name: string, token: Option.Option<RwLock.WriteToken>) => {
+      if (Option.isNone(token)) return { granted: false }
+      tokens.push({ name, kind: "write", release: token.value.release, extend: token.value.extend })
+      return { granted: `#${tokens.length - 1}`, fenceIncreased: increased(name, token.value.fence) }
+    }
+    const entries: Array<Entry> = []
+    for (const op of ops) {
+      switch (op.op) {
+        case "tryRead":
+          entries.push(entry(op, read(op.name, yield* rw.tryRead(op.name))))
+          break
+        case "tryWrite":
+          entries.push(entry(op, write(op.name, yield* rw.tryWrite(op.name))))
+          break
+        case "release":
+        case "extend":
+          entries.push(entry(op, yield* useToken(tokens, op.token, op.op)))
+          break
+        case "waitWrite": {
+          const held = yield* Effect.scoped(Effect.either(Effect.map(
+            RwLock.scopedWrite(rw, op.name, { acquire: Lock.wait({ schedule: Schedule.recurs(0) }) }),
+            ({ token }) => token.fence
+          )))
+          entries.push(entry(
+            op,
+            Either.match(held, {
+              onLeft: (error) => ({ failed: error._tag }),
+              onRight: (fence) => ({ heldAndReleased: true, fenceIncreased: increased(op.name, fence) })
+            })
+          ))
+          break
+        }
+        case "scopedRead": {
+          const held = yield* Effect.scoped(Effect.either(RwLock.scopedRead(rw, op.name, { acquire: Lock.tryOnce })))
+          entries.push(entry(
+            op,
+            Either.match(held, {
+              onLeft: (error) => ({ failed: error._tag }),
+              onRight: () => ({ heldAndReleased: true })
+            })
+          ))
+          break
+        }
+      }
+    }
+    // What each name admits at the end: a write (granted only with no live reader, writer or intent)
+    // and, after releasing it, a read.
+    for (const n of NAMES) {
+      const w = yield* rw.tryWrite(n)
+      entries.push(entry({ final: "tryWrite", name: n }, write(n, w)))
+      if (Option.isSome(w)) yield* w.value.release
+      entries.push(entry({ final: "tryRead", name: n }, read(n, yield* rw.tryRead(n))))
+    }
+    entries.push(yield* snapshot(namespace, false))
+    return entries
+  })
+
+// Pipe
+
+type Delivery = "at-most-once" | "at-least-once"
+
+type PipeOp =
+  | { readonly op: "send"; readonly name: string; readonly message: number }
+  | { readonly op: "close"; readonly name: string }
+  /** Sends made at once: on Redis, all but the first go as one call of the batch script. */
+  | { readonly op: "sendBurst"; readonly sends: ReadonlyArray<{ readonly name: string; readonly message: number }> }
+  /**
+   * Takes up to `k` messages, never more than the model says are there before the close, so it never
+   * waits. At least once, the last one taken goes back (it was not pulled past).
+   */
+  | { readonly op: "receive"; readonly name: string; readonly k: number; readonly delivery: Delivery }
+
+/** Two names: sequences of 20 spread over three leave too few messages per pipe to receive. */
+const PIPE_NAMES = ["a", "b"] as const
+const pipeName = fc.constantFrom(...PIPE_NAMES)
+
+const message = fc.integer({ min: 0, max: 999 })
+
+const pipeOp: fc.Arbitrary<PipeOp> = fc.oneof(
+  {
+    arbitrary: record({ op: fc.constant("send" as const), name: pipeName, message }),
+    weight: 5
+  },
+  { arbitrary: record({ op: fc.constant("close" as const), name: pipeName }), weight: 1 },
+  {
+    arbitrary: record({
+      op: fc.constant("sendBurst" as const),
+      sends: fc.array(record({ name: pipeName, message }), { minLength: 2, maxLength: 5 })
+    }),
+    weight: 1
+  },
+  {
+    arbitrary: record({
+      op: fc.constant("receive" as const),
+      name: pipeName,
+      k: fc.integer({ min: 1, max: 5 }),
+      delivery: fc.constantFrom<Delivery>("at-most-once", "at-least-once")
+    }),
+    weight: 3
+  }
+)
+
+/** A receive that waits this long means the test's model is wrong: fail, do not hang. */
+const RECEIVE_DEADLINE = "5 seconds"
+
+const runPipe = (ops: ReadonlyArray<PipeOp>): Run => (_, namespace) =>
+  Effect.gen(function*() {
+    const pipe = Pipe.make<string, number>(namespace, Schema.Int, "60 seconds")
+    // The model: how many messages each name has before its close (or in all, while open).
+    const available = new Map<string, number>(PIPE_NAMES.map((n) => [n, 0]))
+    const closed = new Set<string>()
+    const receive = (name: string, k: number, delivery: Delivery) =>
+      pipe.receive(name, { delivery }).pipe(
+        Stream.take(k),
+        Stream.runCollect,
+        Effect.map((chunk) => Array.from(chunk)),
+        Effect.timeoutFail({
+          duration: RECEIVE_DEADLINE,
+          onTimeout: () => new Error(`receive(${name}, ${k}) waited: the test's model of the pipe is wrong`)
+        })
+      )
+    const entries: Array<Entry> = []
+    for (const op of ops) {
+      switch (op.op) {
+        case "send":
+          yield* pipe.send(op.name, op.message)
+          if (!closed.has(op.name)) available.set(op.name, available.get(op.name)! + 1)
+          entries.push(entry(op, "sent"))
+          break
+        case "sendBurst":
+          yield* Effect.all(op.sends.map((send) => pipe.send(send.name, send.message)), { concurrency: "unbounded" })
+          for (const send of op.sends) {
+            if (!closed.has(send.name)) available.set(send.name, available.get(send.name)! + 1)
+          }
+          entries.push(entry(op, "sent"))
+          break
+        case "close":
+          yield* pipe.close(op.name)
+          closed.add(op.name)
+          entries.push(entry(op, "closed"))
+          break
+        case "receive": {
+          const k = Math.min(op.k, available.get(op.name)!)
+          const got = yield* receive(op.name, k, op.delivery)
+          available.set(op.name, available.get(op.name)! - (op.delivery === "at-least-once" ? Math.max(0, k - 1) : k))
+          entries.push(entry(op, { take: k, got }))
+          break
+        }
+      }
+    }
+    entries.push(yield* snapshot(namespace, true, "keys before the drain"))
+    // Close every name and drain it: the stream ends at the close.
+    for (const n of PIPE_NAMES) {
+      yield* pipe.close(n)
+      const got = yield* pipe.receive(n).pipe(
+        Stream.runCollect,
+        Effect.map((chunk) => Array.from(chunk)),
+        Effect.timeoutFail({ duration: RECEIVE_DEADLINE, onTimeout: () => new Error(`drain(${n}) did not end`) })
+      )
+      entries.push(entry({ final: "close and drain", name: n }, got))
+    }
+    entries.push(yield* snapshot(namespace, true))
+    return entries
+  })
+
+describe("differential: memory backend against Redis", () => {
+  it("TokenBucket: acquire (costs 0..capacity+2, alone or in bursts), reset, peek", async () => {
+    await property(bucketOp, async (ops) => {
+      const brackets: Brackets = { at: [] }
+      await differential(runBucket(ops, brackets), (r, m, tolerance) => nearRetry(widest(brackets))(r, m, tolerance))
+    })
+  }, TIMEOUT)
+
+  it("Lock: tryLock (alone or in bursts), scoped, release and extend of fresh and stale tokens", async () => {
+    await property(lockOp, (ops) => differential(runLock(ops)))
+  }, TIMEOUT)
+
+  it("RwLock: tryRead, tryWrite, a waiting write, a scoped read, release and extend of any token", async () => {
+    await property(rwOp, (ops) => differential(runRwLock(ops)))
+  }, TIMEOUT)
+
+  it("Pipe: send, close, receive (both deliveries), then close and drain every name", async () => {
+    await property(pipeOp, (ops) => differential(runPipe(ops)))
+  }, TIMEOUT)
+
+  it("the harness itself: tolerances, the mismatch table, the replay clock", async () => {
+    expect(nearRetry(0.4)({ deniedRetryMs: 100 }, { deniedRetryMs: 101 }, 50)).toBe(true)
+    expect(nearRetry(0.4)({ deniedRetryMs: 100 }, { deniedRetryMs: 102 }, 50)).toBe(false)
+    expect(nearRetry(0.4)({ deniedRetryMs: "never" }, { deniedRetryMs: 100 }, 50)).toBe(false)
+    expect(nearRetry(0.4)({ allowed: 1 }, { allowed: 2 }, 50)).toBe(false)
+    const burst = (retry: number) => [{ allowed: 1 }, { deniedRetryMs: retry }]
+    expect(nearRetry(2.5)(burst(100), burst(103), 50)).toBe(true)
+    expect(nearRetry(2.5)(burst(100), burst(104), 50)).toBe(false)
+    const key = { key: "k", type: "string", pttl: 1000 }
+    expect(nearSnapshot([key], [{ ...key, pttl: 1040 }], 50)).toBe(true)
+    expect(nearSnapshot([key], [{ ...key, pttl: 1060 }], 50)).toBe(false)
+    expect(nearSnapshot([key], [{ ...key, pttl: -1 }], 1e9)).toBe(false)
+    expect(nearSnapshot([key], [{ ...key, type: "list" }], 50)).toBe(false)
+    expect(nearSnapshot([key], [], 50)).toBe(false)
+    const op = { op: "acquire", name: "a", cost: 3 }
+    await expect(differential((_, ns) => Effect.succeed([entry(op, ns)]))).rejects.toThrow(
+      /1 outcome\(s\) differ[^]*≠ #0 \{"op":"acquire","name":"a","cost":3\}: Redis "d-/
+    )
+    const clock = new ReplayClock()
+    clock.micros = 1_700_000_000_123_456
+    const time = await runOn("memory", Effect.withClock(command("TIME"), clock))
+    expect(time.value).toEqual(["1700000000", "123456"])
+  })
+})
