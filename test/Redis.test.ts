@@ -152,9 +152,9 @@ describe("Redis", () => {
       expect(String(script.cause)).toContain("WRONGTYPE")
       // A write forced onto a replica.
       const unchecked = B.acquire("a", 1) as Effect.Effect<TokenBucket.Admission, Redis.RedisError, Redis.Redis>
-      const readOnly = yield* Effect.flip(
-        unchecked.pipe(Effect.provide(Redis.layerClient(new IORedis(replica.url, { lazyConnect: true }))))
-      )
+      const replicaClient = new IORedis(replica.url, { lazyConnect: true })
+      yield* Effect.addFinalizer(() => Effect.sync(() => replicaClient.disconnect()))
+      const readOnly = yield* Effect.flip(unchecked.pipe(Effect.provide(Redis.layerClient(replicaClient))))
       expect(readOnly).toMatchObject({ _tag: "RedisError", reason: "ReadOnly" })
       expect(readOnly.message).toContain("READONLY You can't write against a read only replica")
       // Over maxmemory, with nothing to evict.
