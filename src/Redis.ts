@@ -335,15 +335,24 @@ export interface MemoryOptions {
   readonly sweepInterval?: Duration.DurationInput | undefined
   /** The store to use, to share one between layers (a read-write and a read-only one). Default: a new one. */
   readonly store?: MemoryStore | undefined
+  /**
+   * A hard cap on the keys a new store holds (ignored with `store`, which keeps its own). When a write
+   * would create a key past it, expired keys are swept, and then the oldest keys are evicted, as
+   * Redis's `maxmemory` with an eviction policy would: a limiter's evicted name starts afresh. Default:
+   * no cap.
+   */
+  readonly maxKeys?: number | undefined
 }
 
 /**
- * An empty store for {@link layerMemory} and {@link layerMemoryReadOnly}, to share between them.
+ * An empty store for {@link layerMemory} and {@link layerMemoryReadOnly}, to share between them, with
+ * at most `maxKeys` keys (see {@link MemoryOptions}).
  *
  * @since 0.1.0
  * @category constructors
  */
-export const makeMemoryStore = (): MemoryStore => memory.makeStore()
+export const makeMemoryStore = (options?: { readonly maxKeys?: number | undefined }): MemoryStore =>
+  memory.makeStore(options?.maxKeys)
 
 /**
  * The embedded backend: the same `Redis` service, backed by this process's memory instead of a server.

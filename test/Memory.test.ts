@@ -246,4 +246,30 @@ describe("Memory backend", () => {
     expect(() => Redis.layerMemory({ sweepInterval: Infinity })).toThrow(RangeError)
     expect(() => Redis.layerMemoryReadOnly({ sweepInterval: 0 })).toThrow(RangeError)
   })
+
+  it.effect("maxKeys caps the store: expired keys go first, then the oldest", () =>
+    Effect.gen(function*() {
+      const store = Redis.makeMemoryStore({ maxKeys: 3 })
+      const run = <A, E>(effect: Effect.Effect<A, E, Redis.Redis>) => effect.pipe(Effect.provide(Redis.layerMemory({ store })))
+      yield* run(command("SET", "short", "1", "PX", 100))
+      yield* run(command("SET", "a", "1", "PX", 60_000))
+      yield* run(command("SET", "b", "1", "PX", 60_000))
+      yield* TestClock.adjust("101 millis")
+      // "short" has expired (unswept): it makes room, and nothing live is evicted.
+      yield* run(command("SET", "c", "1", "PX", 60_000))
+      expect(store.size).toBe(3)
+      expect((yield* run(command("KEYS", "*"))) as Array<string>).toEqual(["a", "b", "c"])
+      // Full of live keys: the oldest ("a") is evicted; rewriting a key makes it the newest.
+      yield* run(command("SET", "b", "2", "PX", 60_000))
+      yield* run(command("SET", "d", "1", "PX", 60_000))
+      expect((yield* run(command("KEYS", "*"))) as Array<string>).toEqual(["c", "b", "d"])
+      expect(store.size).toBe(3)
+    }))
+
+  it("maxKeys must be a positive safe integer", () => {
+    for (const maxKeys of [0, -1, 1.5, Number.NaN, Infinity]) {
+      expect(() => Redis.makeMemoryStore({ maxKeys })).toThrow(RangeError)
+      expect(() => Redis.layerMemory({ maxKeys })).toThrow(RangeError)
+    }
+  })
 })

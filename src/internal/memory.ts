@@ -54,6 +54,8 @@ const index = (i: number, length: number) => (i < 0 ? length + i : i)
  */
 export class Db {
   readonly entries = new Map<string, Entry>()
+  /** At most this many keys: past it, expired keys are swept, then the oldest evicted. */
+  maxKeys = Infinity
   /** Lists that a blocked BLMOVE waits on, and who to wake when they get elements. */
   readonly waiters = new Map<string, Set<() => void>>()
   now = 0
@@ -90,6 +92,18 @@ export class Db {
     if (entry === undefined) return undefined
     if (!(entry.data instanceof Map)) throw new ReplyError(WRONGTYPE)
     return entry.data
+  }
+  /** Stores a new key, within the cap. */
+  private create(key: string, data: Data, expireAt: number | undefined) {
+    this.entries.delete(key)
+    if (this.entries.size >= this.maxKeys) {
+      this.sweep()
+      for (const oldest of this.entries.keys()) {
+        if (this.entries.size < this.maxKeys) break
+        this.entries.delete(oldest)
+      }
+    }
+    this.entries.set(key, { data, expireAt })
   }
   /** Removes an emptied list or sorted set, as Redis does. */
   private tidy(key: string, data: Array<string> | Map<string, number>) {
@@ -153,7 +167,7 @@ export class Db {
     const px = options?.px === undefined ? undefined : integer(options.px)
     if (px !== undefined && px <= 0) throw new ReplyError("ERR invalid expire time in 'set' command")
     if (options?.nx === true && this.live(key) !== undefined) return null
-    this.entries.set(key, { data: value, expireAt: px === undefined ? undefined : this.nowMs + px })
+    this.create(key, value, px === undefined ? undefined : this.nowMs + px)
     return "OK"
   }
 
@@ -161,14 +175,14 @@ export class Db {
 
   rpush(key: string, ...values: ReadonlyArray<string>): number {
     const list = this.list(key)
-    if (list === undefined) this.entries.set(key, { data: [...values], expireAt: undefined })
+    if (list === undefined) this.create(key, [...values], undefined)
     else list.push(...values)
     this.wake(key)
     return (list?.length ?? values.length)
   }
   lpush(key: string, ...values: ReadonlyArray<string>): number {
     let list = this.list(key)
-    if (list === undefined) this.entries.set(key, { data: list = [], expireAt: undefined })
+    if (list === undefined) this.create(key, list = [], undefined)
     for (const value of values) list.unshift(value)
     this.wake(key)
     return list.length
@@ -237,7 +251,7 @@ export class Db {
     let zset = this.zset(key)
     if (zset === undefined) {
       if (xx) return 0
-      this.entries.set(key, { data: zset = new Map(), expireAt: undefined })
+      this.create(key, zset = new Map(), undefined)
     }
     if (xx && !zset.has(member)) return 0
     const added = zset.has(member) ? 0 : 1
@@ -358,7 +372,19 @@ class StoreImpl implements Redis.MemoryStore {
 }
 
 /** @internal */
-export const makeStore = (): Redis.MemoryStore => new StoreImpl()
+export const makeStore = (maxKeys?: number): Redis.MemoryStore => {
+  const store = new StoreImpl()
+  store.db.maxKeys = validMaxKeys(maxKeys)
+  return store
+}
+
+const validMaxKeys = (maxKeys: number | undefined): number => {
+  if (maxKeys === undefined) return Infinity
+  if (!Number.isSafeInteger(maxKeys) || maxKeys < 1) {
+    throw new RangeError(`wakuwaku: memory store maxKeys must be a positive safe integer, got ${String(maxKeys)}`)
+  }
+  return maxKeys
+}
 
 const failure = (reason: Redis.RedisErrorReason, operation: string, message: string) =>
   new Redis.RedisError({ reason, operation, cause: new ReplyError(message) })
@@ -597,10 +623,11 @@ export const layer = <Access extends "ReadWrite" | "ReadOnly">(
   if (!Duration.isFinite(every) || Duration.toMillis(every) <= 0) {
     throw new RangeError(`wakuwaku: Redis.layerMemory sweepInterval must be a positive finite duration, got ${Duration.format(every)}`)
   }
+  validMaxKeys(options?.maxKeys)
   const service = Layer.scoped(
     Redis.Redis,
     Effect.gen(function*() {
-      const store = (options?.store ?? makeStore()) as StoreImpl
+      const store = (options?.store ?? makeStore(options?.maxKeys)) as StoreImpl
       if (!(store instanceof StoreImpl)) {
         return yield* Effect.dieMessage("wakuwaku: Redis.layerMemory store must be made by Redis.makeMemoryStore")
       }
