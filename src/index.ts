@@ -8,6 +8,9 @@
 export * as Capability from "./Capability.js"
 
 /** @since 0.1.0 */
+export * as FixedWindow from "./FixedWindow.js"
+
+/** @since 0.1.0 */
 export * as Lock from "./Lock.js"
 
 /** @since 0.1.0 */

@@ -37,7 +37,7 @@ import {
 } from "effect"
 import fc from "fast-check"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { Lock, Pipe, Rate, Redis, RwLock, TokenBucket } from "wakuwaku"
+import { FixedWindow, Lock, Pipe, Rate, Redis, RwLock, TokenBucket } from "wakuwaku"
 import { RedisLive } from "./support/redis.js"
 
 const NUM_RUNS = Number(process.env["WAKUWAKU_DIFF_RUNS"] ?? 200)
@@ -250,7 +250,26 @@ const serverMicros = Effect.map(command("TIME"), (reply) => {
   return Number(s) * 1_000_000 + Number(us)
 })
 
-const runBucket = (ops: ReadonlyArray<BucketOp>, brackets: Brackets): Run => (backend, namespace) => {
+/** What the bucket property drives: a token bucket, or a fixed window (the same Admission). */
+interface Limiter {
+  readonly acquire: (name: string, cost: number) => Effect.Effect<TokenBucket.Admission, Failure, Redis.ReadWrite>
+  readonly reset: (name: string) => Effect.Effect<boolean, Failure, Redis.ReadWrite>
+  readonly peek: (name: string) => Effect.Effect<number, Failure, Redis.ReadWrite>
+}
+type Failure = Redis.RedisError | Redis.InvalidInput
+
+// One token an hour: a run of a few seconds refills a thousandth of one, which changes no whole count
+// and no admission, only retryAfter (a millisecond per millisecond).
+const slowBucket = (namespace: string): Limiter => TokenBucket.make<string>(namespace, CAPACITY, Rate.make(1, "1 hour"))
+// Hour-long windows: a run crosses a window's end once in many thousands of runs (both backends then
+// cross it too, at the replayed times, unless it falls inside one operation's bracket).
+const hourWindow = (namespace: string): Limiter => FixedWindow.make<string>(namespace, CAPACITY, "1 hour")
+
+const runBucket = (
+  ops: ReadonlyArray<BucketOp>,
+  brackets: Brackets,
+  limiter: (namespace: string) => Limiter = slowBucket
+): Run => (backend, namespace) => {
   let step = 0
   const clock = new ReplayClock()
   // On Redis, the server time around the operation; on memory, the clock set to where Redis's started.
@@ -267,9 +286,7 @@ const runBucket = (ops: ReadonlyArray<BucketOp>, brackets: Brackets): Run => (ba
       return yield* effect
     })
   const run = Effect.gen(function*() {
-    // One token an hour: a run of a few seconds refills a thousandth of one, which changes no whole
-    // count and no admission, only retryAfter (a millisecond per millisecond).
-    const bucket = TokenBucket.make<string>(namespace, CAPACITY, Rate.make(1, "1 hour"))
+    const bucket = limiter(namespace)
     const entries: Array<Entry> = []
     for (const op of ops) {
       switch (op.op) {
@@ -636,6 +653,16 @@ describe("differential: memory backend against Redis", () => {
     await property(bucketOp, async (ops) => {
       const brackets: Brackets = { at: [] }
       await differential(runBucket(ops, brackets), (r, m, tolerance) => nearRetry(widest(brackets))(r, m, tolerance))
+    })
+  }, TIMEOUT)
+
+  it("FixedWindow: acquire (costs 0..limit+2, alone or in bursts), reset, peek", async () => {
+    await property(bucketOp, async (ops) => {
+      const brackets: Brackets = { at: [] }
+      await differential(
+        runBucket(ops, brackets, hourWindow),
+        (r, m, tolerance) => nearRetry(widest(brackets))(r, m, tolerance)
+      )
     })
   }, TIMEOUT)
 

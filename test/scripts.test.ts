@@ -20,6 +20,9 @@ for (const file of readdirSync(dir).filter((f) => f.endsWith(".ts"))) {
 describe("scripts", () => {
   it("are found", () => {
     expect(scripts.map((s) => s.name).sort()).toEqual([
+      "FixedWindow.acquire",
+      "FixedWindow.acquireMany",
+      "FixedWindow.peek",
       "Lock.acquire",
       "Lock.acquireMany",
       "Lock.extend",

@@ -239,14 +239,17 @@ class BucketImpl<Name extends Redis.KeyName> implements TokenBucket.TokenBucket<
 const unexpected = (operation: string, reply: unknown) =>
   new Redis.RedisError({ reason: "Reply", operation, cause: new Error(`unexpected reply ${JSON.stringify(reply)}`) })
 
-const decodeAdmission = (reply: unknown): Effect.Effect<TokenBucket.Admission, Redis.RedisError> => {
+/** @internal Decodes {allowed, retry_ms, remaining} (retry_ms -1: never); `script` names a bad reply. */
+export const decodeAdmissionOf = (script: Redis.Script) => (reply: unknown): Effect.Effect<TokenBucket.Admission, Redis.RedisError> => {
   if (Array.isArray(reply) && reply.length === 3 && isInt(reply[0]) && isInt(reply[1]) && isInt(reply[2])) {
     const [allowed, retry, remaining] = reply as [number, number, number]
     if (allowed === 1) return Effect.succeed(Admission.Allowed({ remaining }))
     return Effect.succeed(Admission.Denied({ retryAfter: retry < 0 ? Option.none() : Option.some(Duration.millis(retry)) }))
   }
-  return Effect.fail(unexpected(`script ${ACQUIRE.name}`, reply))
+  return Effect.fail(unexpected(`script ${script.name}`, reply))
 }
+
+const decodeAdmission = decodeAdmissionOf(ACQUIRE)
 
 const MAX_FILL_MICROS = 1e17
 

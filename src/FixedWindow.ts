@@ -1,0 +1,138 @@
+/**
+ * FixedWindow: a rate limiter that counts requests per name in fixed windows of server time: at most
+ * `limit` per window, the count starting again at zero when a window ends.
+ *
+ * This is the algorithm of seed 003 (`INCR RATELIMIT:{ip}:{unix_second}`), done right: the windows are
+ * aligned to the Redis server's clock (`TIME`, inside the script), never the client's; they may be any
+ * length, not only whole seconds; a denied request takes nothing; and one script reads, checks and
+ * counts, so replicas never count past the limit.
+ *
+ * **Windows.** The window holding server time `now` (in µs since the epoch) starts at
+ * `now - now mod window` and ends `window` later: with a 1-second window, windows start on whole
+ * seconds, as the seed's keys do.
+ *
+ * **What lives in Redis.** One string per name that has counted something in the current window:
+ * `@@wakuwaku:FixedWindow:<namespace>:<name>` holding `"<window start µs> <count>"`. It expires when
+ * its window ends (rounded up to the millisecond; a count of an earlier window reads as zero). Idle
+ * names use no memory.
+ *
+ * **Guarantees.**
+ * - Atomic: however many replicas call at once, a window never counts past `limit`.
+ * - One clock: windows follow the server's `TIME`; skew between replicas cannot shift them.
+ * - `Denied.retryAfter` is the time until the window ends, rounded up to the millisecond: a retry then
+ *   finds a fresh window.
+ *
+ * **Caveats.**
+ * - The classic fixed-window edge: a client may spend `limit` at the end of one window and `limit` again
+ *   at the start of the next, so up to `2 × limit` in a span of one window. A {@link TokenBucket} has no
+ *   such edge.
+ * - Under `TestClock` it needs the memory backend (`Redis.layerMemory()`), whose time is Effect's clock.
+ *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { FixedWindow, Redis } from "wakuwaku"
+ *
+ * // The seed's policy: 10 requests per client IP per second.
+ * export const PER_IP = FixedWindow.make<string>("per-ip", 10, "1 second")
+ *
+ * export const check = (ip: string) =>
+ *   PER_IP.acquire(ip, 1).pipe(Effect.map((admission) => admission._tag === "Allowed"))
+ *
+ * check("203.0.113.7").pipe(Effect.provide(Redis.layerMemory()), Effect.runPromise)
+ * ```
+ *
+ * @since 0.1.0
+ */
+import type * as Duration from "effect/Duration"
+import type * as Effect from "effect/Effect"
+import type * as Capability from "./Capability.js"
+import * as internal from "./internal/fixedWindow.js"
+import type * as Redis from "./Redis.js"
+import * as TokenBucket from "./TokenBucket.js"
+
+/**
+ * The entity that fixed-window operations read and write.
+ *
+ * @since 0.1.0
+ * @category capabilities
+ */
+export type Entity = Capability.Entity<"FixedWindow">
+
+/**
+ * @since 0.1.0
+ * @category capabilities
+ */
+export const entity: Entity = internal.entity
+
+/**
+ * What an operation needs: `Redis` and the right to write (or read) fixed windows.
+ *
+ * @since 0.1.0
+ * @category capabilities
+ */
+export type Requirements<Access extends "read" | "write"> =
+  | Redis.Redis
+  // Spelled out rather than through the `Entity` alias, so that compile errors name the entity.
+  | (Access extends "write" ? Capability.Write<Capability.Entity<"FixedWindow">>
+    : Capability.Read<Capability.Entity<"FixedWindow">>)
+
+/**
+ * The outcome of an acquire: the same shape as a token bucket's.
+ * - `Allowed`: counted. `remaining` is what is left in this window.
+ * - `Denied`: nothing counted. `retryAfter` is the time until the window ends (whole milliseconds,
+ *   rounded up), or `None` when `cost` exceeds `limit`: split the request instead of retrying.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Admission = TokenBucket.Admission
+
+/**
+ * Constructors and matchers of {@link Admission} (the same as `TokenBucket.Admission`).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const Admission = TokenBucket.Admission
+
+/**
+ * A fixed-window limiter: a plain immutable value, declared once as a module-level constant.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface FixedWindow<in Name extends Redis.KeyName> {
+  /** Keeps this limiter's keys apart from every other's. */
+  readonly namespace: string
+  /** The most a name may count in one window. */
+  readonly limit: number
+  /** How long a window lasts. */
+  readonly window: Duration.Duration
+  /**
+   * Counts `cost` (a non-negative safe integer) for `name` in the current window if that stays within
+   * `limit`. A denial counts nothing. Bad input fails with `InvalidInput` and sends nothing.
+   */
+  readonly acquire: (
+    name: Name,
+    cost: number
+  ) => Effect.Effect<Admission, Redis.RedisError | Redis.InvalidInput, Requirements<"write">>
+  /** Deletes `name`'s count, so its window starts over. Succeeds with whether it had one. */
+  readonly reset: (name: Name) => Effect.Effect<boolean, Redis.RedisError | Redis.InvalidInput, Requirements<"write">>
+  /** What is left in `name`'s current window, without counting. Only reads. */
+  readonly peek: (name: Name) => Effect.Effect<number, Redis.RedisError | Redis.InvalidInput, Requirements<"read">>
+}
+
+/**
+ * Declares a limiter. Throws on a namespace that is not a short word, a limit that is not a
+ * non-negative safe integer, or a window that is not a whole number of microseconds from 1 µs to
+ * 10^14 µs (about 3 years). A limit of 0 lets only cost-0 requests through.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make: <Name extends Redis.KeyName = string>(
+  namespace: string,
+  limit: number,
+  window: Duration.DurationInput
+) => FixedWindow<Name> = internal.make

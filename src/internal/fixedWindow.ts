@@ -1,0 +1,224 @@
+/** @internal */
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import type * as FixedWindow from "../FixedWindow.js"
+import * as Redis from "../Redis.js"
+import * as access from "./access.js"
+import * as key from "./key.js"
+import { MANY, NOW_US } from "./lua.js"
+import * as memory from "./memory.js"
+import { decodeAdmissionOf } from "./tokenBucket.js"
+
+const KIND = "FixedWindow"
+
+/** @internal */
+export const entity = Object.freeze({ kind: KIND }) as FixedWindow.Entity
+
+/**
+ * @internal Lua shared by the scripts. A window's parameters travel as one ARGV string,
+ * "<limit> <window µs>". Windows are aligned to server time: the one holding `now` starts at
+ * `now - fmod(now, window)` (fmod is exact on doubles, where Lua's `%` is not). State is one string
+ * "<window start µs> <count>", which expires when its window ends; a count of another window is zero.
+ * - `used(key, start)` is the count of the window starting at `start`.
+ * - `take(key, w, cost)` is one acquire; it returns {allowed (0|1), retry_ms (0 when allowed, -1 when
+ *   cost > limit), remaining (never below 0, even if the limit was lowered mid-window)}. A denial
+ *   writes nothing.
+ */
+const FUNCTIONS = `${NOW_US}local windows = {}
+local function window(s)
+  local w = windows[s]
+  if w then return w end
+  local limit, size = string.match(s, '^(%d+) (%d+)$')
+  w = {limit = tonumber(limit), size = tonumber(size)}
+  windows[s] = w
+  return w
+end
+local function used(key, start)
+  local state = redis.call('GET', key)
+  if not state then return 0 end
+  local sp = string.find(state, ' ', 1, true)
+  if tonumber(string.sub(state, 1, sp - 1)) ~= start then return 0 end
+  return tonumber(string.sub(state, sp + 1))
+end
+local function take(key, w, cost)
+  local start = now - math.fmod(now, w.size)
+  local count = used(key, start)
+  local left = math.ceil((start + w.size - now) / 1000)
+  local remaining = math.max(0, w.limit - count)
+  if cost > w.limit then return {0, -1, remaining} end
+  if cost > remaining then return {0, left, remaining} end
+  if cost > 0 then
+    count = count + cost
+    redis.call('SET', key, string.format('%d', start) .. ' ' .. string.format('%d', count), 'PX', string.format('%d', left))
+  end
+  return {1, 0, remaining - cost}
+end
+`
+
+/** The twin of FUNCTIONS (memory.ts). */
+interface Window {
+  readonly limit: number
+  readonly size: number
+}
+const windowOf = (s: string): Window => {
+  const m = /^(\d+) (\d+)$/.exec(s)
+  if (m === null) throw new memory.ReplyError(`ERR bad window ${JSON.stringify(s)}`)
+  return { limit: Number(m[1]), size: Number(m[2]) }
+}
+const usedTwin = (db: memory.Db, key: string, start: number): number => {
+  const state = db.get(key)
+  if (state === null) return 0
+  const sp = state.indexOf(" ")
+  if (Number(state.slice(0, sp)) !== start) return 0
+  return Number(state.slice(sp + 1))
+}
+const take = (db: memory.Db, key: string, w: Window, cost: number): memory.Reply => {
+  const start = db.now - db.now % w.size
+  let count = usedTwin(db, key, start)
+  const left = Math.ceil((start + w.size - db.now) / 1000)
+  const remaining = Math.max(0, w.limit - count)
+  if (cost > w.limit) return [0, -1, remaining]
+  if (cost > remaining) return [0, left, remaining]
+  if (cost > 0) {
+    count = count + cost
+    db.set(key, `${start} ${count}`, { px: left })
+  }
+  return [1, 0, remaining - cost]
+}
+const acquireTwin: memory.Twin = (db, keys, argv) => take(db, keys[0]!, windowOf(argv[0]!), Number(argv[1]))
+
+/**
+ * @internal Many acquires at one server time, each as {@link ACQUIRE}, in order, each protected.
+ * KEYS[i] the window of call i; ARGV[2i-1] its "<limit> <window µs>", ARGV[2i] its cost.
+ * Returns one {allowed, retry_ms, remaining}, or an error reply, per call.
+ */
+export const ACQUIRE_MANY = memory.twin(
+  Redis.script({
+    name: "FixedWindow.acquireMany",
+    keys: 1,
+    variadic: true,
+    lua: `${FUNCTIONS}local function call(key, windowArg, cost) return take(key, window(windowArg), tonumber(cost)) end
+${MANY("call", 1, 2)}`
+  }),
+  memory.many(acquireTwin, 1, 2)
+)
+
+/**
+ * @internal Counts `cost` in the current window if it stays within the limit; a denial writes nothing.
+ * KEYS[1] the name's window; ARGV[1] "<limit> <window µs>", ARGV[2] the cost (whole units).
+ * Returns {1, 0, remaining} if allowed, {0, retry_ms, remaining} if denied (retry_ms: until the window
+ * ends, rounded up), retry_ms -1 when cost > limit (never). Calls made together are batched into
+ * {@link ACQUIRE_MANY}.
+ */
+export const ACQUIRE = memory.twin(
+  Redis.script({
+    name: "FixedWindow.acquire",
+    keys: 1,
+    many: ACQUIRE_MANY,
+    lua: `${FUNCTIONS}return take(KEYS[1], window(ARGV[1]), tonumber(ARGV[2]))
+`
+  }),
+  acquireTwin
+)
+
+/** @internal What is left in the current window, without counting. KEYS[1] the window; ARGV[1] "<limit> <window µs>". */
+export const PEEK = memory.twin(
+  Redis.script({
+    name: "FixedWindow.peek",
+    keys: 1,
+    lua: `${FUNCTIONS}local w = window(ARGV[1])
+return math.max(0, w.limit - used(KEYS[1], now - math.fmod(now, w.size)))
+`
+  }),
+  (db, keys, argv) => {
+    const w = windowOf(argv[0]!)
+    return Math.max(0, w.limit - usedTwin(db, keys[0]!, db.now - db.now % w.size))
+  }
+)
+
+const isInt = (u: unknown): u is number => typeof u === "number" && Number.isSafeInteger(u)
+
+const unexpected = (operation: string, reply: unknown) =>
+  new Redis.RedisError({ reason: "Reply", operation, cause: new Error(`unexpected reply ${JSON.stringify(reply)}`) })
+
+const decodeAdmission = decodeAdmissionOf(ACQUIRE)
+
+type Failure = Redis.RedisError | Redis.InvalidInput
+
+class WindowImpl<Name extends Redis.KeyName> implements FixedWindow.FixedWindow<Name> {
+  /** The window's parameters, as the scripts take them: "<limit> <window µs>". */
+  private readonly shape: string
+  private readonly label: string
+  constructor(readonly namespace: string, readonly limit: number, readonly window: Duration.Duration, micros: bigint) {
+    this.shape = `${limit} ${micros}`
+    this.label = `FixedWindow(${namespace})`
+    Object.freeze(this)
+  }
+
+  private keyOf(operation: string, name: Name): string | Redis.InvalidInput {
+    const encoded = key.encodeNameOf(this.label, operation, name)
+    return Either.isRight(encoded) ? key.itemKey(KIND, this.namespace, encoded.right) : encoded.left
+  }
+
+  readonly acquire = (name: Name, cost: number) => {
+    if (!isInt(cost) || cost < 0) {
+      return Effect.fail(
+        new Redis.InvalidInput({
+          operation: `${this.label}.acquire`,
+          argument: "cost",
+          message: `cost must be a non-negative safe integer, got ${String(cost)}`
+        })
+      )
+    }
+    const k = this.keyOf("acquire", name)
+    if (typeof k !== "string") return Effect.fail(k)
+    const keys = [k]
+    const args = [this.shape, String(cost)]
+    return access.write(entity, (redis) => Effect.flatMap(redis.script(ACQUIRE, keys, args), decodeAdmission))
+  }
+
+  readonly reset = (name: Name): Effect.Effect<boolean, Failure, FixedWindow.Requirements<"write">> => {
+    const k = this.keyOf("reset", name)
+    if (typeof k !== "string") return Effect.fail(k)
+    return access.write(entity, (redis) =>
+      Effect.flatMap(redis.command("DEL", [k]), (reply) =>
+        reply === 0 || reply === 1 ? Effect.succeed(reply === 1) : Effect.fail(unexpected("DEL", reply))))
+  }
+
+  readonly peek = (name: Name): Effect.Effect<number, Failure, FixedWindow.Requirements<"read">> => {
+    const k = this.keyOf("peek", name)
+    if (typeof k !== "string") return Effect.fail(k)
+    return access.read(entity, (redis) =>
+      Effect.flatMap(redis.script(PEEK, [k], [this.shape]), (reply) =>
+        isInt(reply) ? Effect.succeed(reply) : Effect.fail(unexpected(`script ${PEEK.name}`, reply))))
+  }
+
+  toString() {
+    return `${this.label}: ${this.limit} per ${Duration.format(this.window)}`
+  }
+}
+
+/** The longest window: times in the script stay integers that Lua prints exactly. */
+const MAX_WINDOW_MICROS = 10n ** 14n
+
+/** @internal */
+export const make = <Name extends Redis.KeyName>(
+  namespace: string,
+  limit: number,
+  window: Duration.DurationInput
+): FixedWindow.FixedWindow<Name> => {
+  key.validateNamespace(KIND, namespace)
+  if (typeof limit !== "number" || !Number.isSafeInteger(limit) || limit < 0) {
+    throw new RangeError(`wakuwaku: FixedWindow(${namespace}) limit must be a non-negative safe integer, got ${String(limit)}`)
+  }
+  const decoded = Duration.decodeUnknown(window)
+  const nanos = decoded._tag === "Some" ? Duration.toNanos(decoded.value) : undefined
+  if (nanos === undefined || nanos._tag === "None" || nanos.value % 1000n !== 0n || nanos.value < 1000n || nanos.value / 1000n > MAX_WINDOW_MICROS) {
+    throw new RangeError(
+      `wakuwaku: FixedWindow(${namespace}) window must be a whole number of microseconds from 1 µs to about 3 years, ` +
+        `got ${decoded._tag === "Some" ? Duration.format(decoded.value) : String(window)}`
+    )
+  }
+  return new WindowImpl<Name>(namespace, limit, Duration.nanos(nanos.value), nanos.value / 1000n)
+}
