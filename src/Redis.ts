@@ -53,7 +53,7 @@ import type * as Duration from "effect/Duration"
 import type * as Effect from "effect/Effect"
 import type * as Layer from "effect/Layer"
 import type * as Scope from "effect/Scope"
-import type { Cluster, Redis as IORedis, RedisOptions } from "ioredis"
+import type { Cluster, ClusterNode, ClusterOptions as IORedisClusterOptions, Redis as IORedis, RedisOptions } from "ioredis"
 import type * as Capability from "./Capability.js"
 import * as memory from "./internal/memory.js"
 import * as internal from "./internal/redis.js"
@@ -142,10 +142,12 @@ export interface Redis {
    */
   readonly command: (name: string, args: ReadonlyArray<string | number>) => Effect.Effect<unknown, RedisError>
   /**
-   * A connection of its own for blocking commands (BLMOVE), held for the scope: a blocking command on
-   * the shared connection would stall every other command behind it. It has no command deadline.
+   * A connection of its own for blocking commands (BLMOVE) on `key` (and keys in its hash slot), held
+   * for the scope: a blocking command on the shared connection would stall every other command behind
+   * it. It has no command deadline. On a cluster it is a connection to the master that serves `key`'s
+   * slot when it opens; a slot that moves later fails its commands (reason `Connection` or `Server`).
    */
-  readonly dedicated: Effect.Effect<Dedicated, RedisError, Scope.Scope>
+  readonly dedicated: (key: string) => Effect.Effect<Dedicated, RedisError, Scope.Scope>
 }
 
 /**
@@ -161,6 +163,13 @@ export interface Dedicated {
   readonly command: (name: string, args: ReadonlyArray<string | number>) => Effect.Effect<unknown, RedisError>
   /** Closes the connection now, on this side (the scope closes it anyway). */
   readonly close: Effect.Effect<void>
+  /**
+   * Ends the connection on the server too: `CLIENT KILL ID` sent over another connection to the same
+   * server, so that a blocking command already on this socket can no longer take anything (closing the
+   * socket alone does not stop it). Closes this side as well, and falls back to that alone when the kill
+   * fails (no CLIENT permission, a server that does not answer).
+   */
+  readonly kill: Effect.Effect<void>
 }
 
 /**
@@ -241,6 +250,24 @@ export interface Options extends Omit<RedisOptions, "commandTimeout" | "connectT
 }
 
 /**
+ * Options of the cluster layers: ioredis `ClusterOptions`, with durations as `Duration`s, and the
+ * startup nodes. The per-node options (`redisOptions`) get the same defaults as {@link layer}'s client.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ClusterOptions extends Omit<IORedisClusterOptions, "lazyConnect" | "scaleReads"> {
+  /** Some of the cluster's nodes: `"host:port"`, a port, or `{ host, port }`; the rest are discovered. */
+  readonly nodes: ReadonlyArray<ClusterNode>
+  /** How long a command may wait for its reply. Default 2 seconds. */
+  readonly commandTimeout?: Duration.DurationInput | undefined
+  /** How long connecting (to a ready cluster) may take. Default 5 seconds. */
+  readonly connectTimeout?: Duration.DurationInput | undefined
+  /** How long closing the scope waits for QUIT before it drops the connections. Default 1 second. */
+  readonly quitTimeout?: Duration.DurationInput | undefined
+}
+
+/**
  * What a read-write layer provides.
  *
  * @since 0.1.0
@@ -307,6 +334,27 @@ export const layerClient = (client: IORedis | Cluster): Layer.Layer<ReadWrite> =
  */
 export const layerClientReadOnly = (client: IORedis | Cluster): Layer.Layer<ReadOnly> =>
   internal.layerClientReadOnly(client)
+
+/**
+ * An owned ioredis `Cluster` over a Redis Cluster: connects while the layer is built, quits when its
+ * scope closes. Grants `Capability.ReadWrite`. Every command and script goes to the master of its keys'
+ * slot; a multi-key item's keys share one `{namespace:name}` hash tag, so no call can span slots. A
+ * script unknown to a node (a restarted or flushed node) is sent again with EVAL to that node.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerCluster = (options: ClusterOptions): Layer.Layer<ReadWrite, RedisError> =>
+  internal.layerCluster(options, "ReadWrite")
+
+/**
+ * {@link layerCluster} reading from replicas (`scaleReads: "slave"`). Grants only `Capability.ReadOnly`.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerClusterReadOnly = (options: ClusterOptions): Layer.Layer<ReadOnly, RedisError> =>
+  internal.layerCluster(options, "ReadOnly")
 
 /**
  * A store of the memory backend: keys, values and TTLs in this process's memory. Every layer made

@@ -99,3 +99,46 @@ export const layer = (
   options?: Options,
   client?: Omit<Redis.Options, "url">
 ): Layer.Layer<Redis.ReadWrite | RedisServer, RedisServerError | Redis.RedisError> => internal.layer(options, client)
+
+/**
+ * Options of {@link makeCluster}.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ClusterOptions {
+  /** How many masters; at least 3 (Redis Cluster's minimum). Default 3. */
+  readonly masters?: number | undefined
+  /** Replicas per master. Default 1. */
+  readonly replicasPerMaster?: number | undefined
+  /** The binary; default `redis-server` from PATH (`redis-cli` must be on PATH too). */
+  readonly binary?: string | undefined
+  /** How long to wait for `cluster_state:ok` and the replicas' links. Default 30 seconds. */
+  readonly startTimeout?: Duration.DurationInput | undefined
+}
+
+/**
+ * A running local Redis Cluster.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface RedisCluster {
+  /** Every node, masters and replicas. */
+  readonly nodes: ReadonlyArray<RedisServer>
+  readonly masters: ReadonlyArray<RedisServer>
+  readonly replicas: ReadonlyArray<RedisServer>
+}
+
+/**
+ * Starts a throwaway Redis Cluster on loopback: `masters × (1 + replicasPerMaster)` servers started as
+ * {@link make} does, with `--cluster-enabled yes`, the bus port at the port + 100, a 2 s node timeout and
+ * diskless replication without delay; joined with `redis-cli --cluster create`; ready once every node
+ * reports `cluster_state:ok` and every replica `master_link_status:up`. Closing the scope stops every
+ * node and deletes their `nodes-*.conf` files. About 3 s for 3 masters here, 7 s with 3 replicas more.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const makeCluster = (options?: ClusterOptions): Effect.Effect<RedisCluster, RedisServerError, Scope.Scope> =>
+  internal.makeCluster(options)

@@ -178,7 +178,7 @@ describe("Memory backend", () => {
       const redis = yield* Redis.Redis
       for (let yields = 0; yields < 6; yields++) {
         const source = `source-${yields}`
-        const dedicated = yield* redis.dedicated
+        const dedicated = yield* redis.dedicated(source)
         const waiting = yield* Effect.fork(dedicated.command("BLMOVE", [source, "destination", "LEFT", "RIGHT", 10]))
         for (let i = 0; i < yields; i++) yield* Effect.yieldNow()
         yield* command("RPUSH", source, `x${yields}`)

@@ -3,7 +3,7 @@ import { Cause, Deferred, Duration, Effect, Exit, Fiber, Option, Ref } from "eff
 import { expect } from "vitest"
 import { Lock, Redis, RwLock } from "wakuwaku"
 import { command, exists, expectTtls, forEachBackend, get, keysMatching, pttl } from "./support/backends.js"
-import { freshNamespace, redisUrl } from "./support/redis.js"
+import { freshNamespace } from "./support/redis.js"
 
 /** Every namespace of this file starts with RUN, so the last test can sweep all the keys the file wrote. */
 const RUN = freshNamespace("rw")
@@ -598,7 +598,7 @@ forEachBackend("RwLock", (it, backend) => {
       const DOCS = RwLock.make<string>(ns, "10 seconds")
       // A runtime of its own: nested capability layers add up, so the read-write grant of this file's
       // layer must not be in scope. The keys are read from that runtime's store (on memory, a new one).
-      const readOnly = backend.name === "Redis" ? Redis.layerReadOnly({ url: redisUrl }) : Redis.layerMemoryReadOnly()
+      const readOnly = backend.readOnly()
       const [exit, keys] = yield* Effect.promise(() =>
         Effect.runPromise(Effect.all([Effect.exit(unchecked(DOCS.tryRead("doc"))), keysOf(ns)]).pipe(Effect.provide(readOnly)))
       )

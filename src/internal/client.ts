@@ -5,7 +5,8 @@
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
 import keySlot from "cluster-key-slot"
-import { Cluster, type Redis as IORedis } from "ioredis"
+import { Cluster, Redis as IORedisClient } from "ioredis"
+import type { Redis as IORedis } from "ioredis"
 import * as Redis from "../Redis.js"
 import { redisError } from "./errors.js"
 
@@ -214,31 +215,67 @@ export const make = (client: IORedis | Cluster, deadlines?: Deadlines): Redis.Re
         ? batched(script, keys, args)
         : Effect.async((resume) => sendScript(script, keys, args, (outcome) => resume(toEffect(outcome)))),
     command: (name, args) =>
-      Effect.async((resume) => send(() => name, () => client.call(name, ...args), undefined, (o) => resume(toEffect(o)))),
-    dedicated: dedicated(client)
+      Effect.async((resume) =>
+        send(
+          () => name,
+          client instanceof Cluster && EVERY_MASTER.has(name.toUpperCase())
+            ? () => onEveryMaster(client, name, args)
+            : () => client.call(name, ...args),
+          undefined,
+          (o) => resume(toEffect(o))
+        )
+      ),
+    dedicated: dedicated(client, (id, via) =>
+      Effect.async((resume) =>
+        send(
+          () => "CLIENT KILL",
+          () => (via ?? (client as IORedis)).call("CLIENT", "KILL", "ID", id),
+          undefined,
+          (o) => resume(toEffect(o))
+        )
+      ))
   }
 }
 
-/** A duplicate of the client, connected for the scope, with its server-side id; dropped at the end. */
-const dedicated = (client: IORedis | Cluster): Effect.Effect<Redis.Dedicated, Redis.RedisError, Scope.Scope> =>
+/**
+ * A connection of its own for blocking commands on `key`, connected for the scope, with its server-side
+ * id; dropped at the end. On a standalone client, a duplicate; on a cluster, a connection to the master
+ * serving `key`'s slot now. `kill` sends `CLIENT KILL ID` over `killer` (a connection to the same server,
+ * within the service's deadline), then drops the socket.
+ */
+const dedicated = (
+  client: IORedis | Cluster,
+  killer: (id: number, via: IORedis | undefined) => Effect.Effect<unknown, Redis.RedisError>
+) =>
+(key: string): Effect.Effect<Redis.Dedicated, Redis.RedisError, Scope.Scope> =>
   Effect.acquireRelease(
     Effect.tryPromise({
       try: async () => {
-        if (client instanceof Cluster) throw new Error("a dedicated connection on a cluster is not supported yet")
         // Never reconnected, never re-sent: a blocking command re-sent after `CLIENT KILL` could still
         // move a message after its owner gave the connection up.
         // No command timeout of the parent's either: a blocking command waits as long as it says.
-        const connection = client.duplicate({
+        const own = {
           lazyConnect: true,
           autoResendUnfulfilledCommands: false,
           retryStrategy: () => null,
           commandTimeout: undefined,
           socketTimeout: undefined
-        })
+        } as const
+        let via: IORedis | undefined
+        let connection: IORedis
+        if (client instanceof Cluster) {
+          via = masterOf(client, key)
+          connection = new IORedisClient(via.options.port ?? 6379, via.options.host ?? "127.0.0.1", {
+            ...client.options.redisOptions,
+            ...own
+          })
+        } else {
+          connection = client.duplicate(own)
+        }
         connection.on("error", () => {})
         try {
           await connection.connect()
-          return { connection, id: Number(await connection.client("ID")) }
+          return { connection, id: Number(await connection.client("ID")), via }
         } catch (cause) {
           connection.disconnect()
           throw cause
@@ -246,22 +283,63 @@ const dedicated = (client: IORedis | Cluster): Effect.Effect<Redis.Dedicated, Re
       },
       catch: (cause) => redisError("connect (dedicated)", cause)
     }),
-    ({ connection }) =>
-      Effect.sync(() => {
-        connection.disconnect()
-        connection.stream?.destroy()
-      })
+    ({ connection }) => Effect.sync(() => drop(connection))
   ).pipe(
-    Effect.map(({ connection, id }) => ({
+    Effect.map(({ connection, id, via }) => ({
       id,
       command: (name: string, args: ReadonlyArray<string | number>) =>
         Effect.tryPromise({ try: () => connection.call(name, ...args), catch: (cause) => redisError(name, cause) }),
-      close: Effect.sync(() => {
-        connection.disconnect()
-        connection.stream?.destroy()
-      })
+      close: Effect.sync(() => drop(connection)),
+      kill: Effect.ensuring(Effect.ignore(killer(id, via)), Effect.sync(() => drop(connection)))
     }))
   )
+
+const drop = (connection: IORedis) => {
+  connection.disconnect()
+  connection.stream?.destroy()
+}
+
+/** Keyless commands about the whole keyspace: on a cluster they run on every master, and the replies merge. */
+const EVERY_MASTER = new Set(["SCAN", "KEYS", "DBSIZE", "FLUSHALL", "FLUSHDB"])
+
+/**
+ * Runs a keyspace command on every master: SCAN scans each to the end (the reply is cursor "0" and every
+ * key), KEYS concatenates, DBSIZE sums, FLUSHALL flushes each.
+ */
+const onEveryMaster = async (cluster: Cluster, name: string, args: ReadonlyArray<string | number>): Promise<unknown> => {
+  const masters = cluster.nodes("master")
+  switch (name.toUpperCase()) {
+    case "SCAN": {
+      const rest = args.slice(1)
+      const keys = await Promise.all(masters.map(async (node) => {
+        const found: Array<string> = []
+        let cursor = "0"
+        do {
+          const [next, batch] = (await node.call("SCAN", cursor, ...rest)) as [string, Array<string>]
+          found.push(...batch)
+          cursor = next
+        } while (cursor !== "0")
+        return found
+      }))
+      return ["0", keys.flat()]
+    }
+    case "KEYS":
+      return (await Promise.all(masters.map((node) => node.call(name, ...args) as Promise<Array<string>>))).flat()
+    case "DBSIZE":
+      return (await Promise.all(masters.map((node) => node.call(name, ...args) as Promise<number>))).reduce((a, b) => a + b, 0)
+    default:
+      await Promise.all(masters.map((node) => node.call(name, ...args)))
+      return "OK"
+  }
+}
+
+/** The connection of `cluster` to the master that serves `key`'s slot. */
+const masterOf = (cluster: Cluster, key: string): IORedis => {
+  const address = cluster.slots[keySlot(key)]?.[0]
+  const master = cluster.nodes("master").find((node) => `${node.options.host}:${node.options.port}` === address)
+  if (master === undefined) throw new Error(`no master known for the slot of ${JSON.stringify(key)} (is the cluster ready?)`)
+  return master
+}
 
 type Outcome = { readonly reply: unknown } | { readonly error: Redis.RedisError }
 

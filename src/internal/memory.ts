@@ -576,7 +576,8 @@ const dedicated = (store: StoreImpl): Effect.Effect<Redis.Dedicated, never, Scop
         : upper(name) === "BLMOVE"
         ? blmove(store, id, args)
         : atNow(store, name, "Server", () => runCommand(store, name, args)),
-    close: Effect.sync(() => close(store, id))
+    close: Effect.sync(() => close(store, id)),
+    kill: Effect.sync(() => close(store, id))
   })))
 
 const close = (store: StoreImpl, id: number) => {
@@ -606,7 +607,7 @@ export const make = (store: Redis.MemoryStore): Redis.Redis => {
       )
     },
     command: (name, args) => atNow(impl, name, "Server", () => runCommand(impl, name, args)),
-    dedicated: dedicated(impl)
+    dedicated: () => dedicated(impl)
   }
 }
 

@@ -410,7 +410,7 @@ const receiver = <Name extends Redis.KeyName, A>(
     const { closed, inflight, messages, receiver } = keys
     const busy = (reason: "Held" | "Lost") => new Pipe.PipeBusy({ pipe: pipe.label, name: keys.name, reason })
 
-    const dedicated = yield* redis.dedicated
+    const dedicated = yield* redis.dedicated(messages)
     const token = lease.secret()
     const state = {
       /** Messages finished since the receiver opened (see the module doc). */
@@ -422,9 +422,8 @@ const receiver = <Name extends Redis.KeyName, A>(
       at: 0,
       lost: false
     }
-    // CLIENT KILL from the shared connection ends a BLMOVE still on the dedicated socket for good. If it
-    // fails (no CLIENT permission, a server that does not answer), close the socket here at least.
-    const kill = Effect.catchAll(redis.command("CLIENT", ["KILL", "ID", dedicated.id]), () => dedicated.close)
+    // CLIENT KILL from another connection ends a BLMOVE still on the dedicated socket for good.
+    const kill = dedicated.kill
     const release = Effect.suspend(() =>
       Effect.zipRight(kill, Effect.ignore(redis.script(RELEASE, [receiver, inflight, messages], [token, String(state.done), ttl])))
     )

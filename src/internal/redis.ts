@@ -5,8 +5,8 @@ import type * as ConfigError from "effect/ConfigError"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
-import { Redis as IORedis } from "ioredis"
-import type { Cluster, RedisOptions } from "ioredis"
+import { Cluster, Redis as IORedis } from "ioredis"
+import type { RedisOptions } from "ioredis"
 import * as Capability from "../Capability.js"
 import * as Redis from "../Redis.js"
 import * as client_ from "./client.js"
@@ -127,3 +127,60 @@ export const layerClient = (client: IORedis | Cluster): Layer.Layer<Redis.ReadWr
 export const layerClientReadOnly = (client: IORedis | Cluster): Layer.Layer<Redis.ReadOnly> =>
   Layer.merge(Layer.succeed(Redis.Redis, client_.make(client)), Capability.ReadOnly)
 
+
+/** @internal An owned cluster client: connected in the scope (ready), quit (with a timeout) when it closes. */
+export const layerCluster = <Access extends "ReadWrite" | "ReadOnly">(
+  options: Redis.ClusterOptions,
+  access: Access
+): Layer.Layer<Access extends "ReadWrite" ? Redis.ReadWrite : Redis.ReadOnly, Redis.RedisError> => {
+  const { commandTimeout, connectTimeout, nodes, quitTimeout, redisOptions, ...rest } = options
+  const timeout = toMillis(connectTimeout ?? "5 seconds")
+  const acquire = Effect.acquireRelease(
+    Effect.suspend(() => {
+      const cluster = new Cluster([...nodes], {
+        enableOfflineQueue: true,
+        ...rest,
+        lazyConnect: true,
+        scaleReads: access === "ReadOnly" ? "slave" : "master",
+        redisOptions: {
+          maxRetriesPerRequest: 1,
+          autoResendUnfulfilledCommands: false,
+          ...redisOptions,
+          connectTimeout: timeout
+        }
+      })
+      cluster.on("error", () => {})
+      return Effect.tryPromise({ try: () => cluster.connect(), catch: (cause) => redisError("connect", cause) }).pipe(
+        Effect.interruptible,
+        Effect.timeoutFail({
+          duration: timeout,
+          onTimeout: () => redisError("connect", new Error(`connect ETIMEDOUT: the cluster was not ready within ${timeout} ms`))
+        }),
+        Effect.onExit((exit) => Exit.isSuccess(exit) ? Effect.void : Effect.sync(() => cluster.disconnect())),
+        Effect.as(cluster)
+      )
+    }),
+    (cluster) =>
+      Effect.tryPromise(() => cluster.quit()).pipe(
+        Effect.interruptible,
+        Effect.timeout(quitTimeout ?? defaults.quitTimeout),
+        Effect.ignore,
+        Effect.ensuring(Effect.sync(() => cluster.disconnect()))
+      )
+  )
+  const service = Layer.scoped(
+    Redis.Redis,
+    Effect.flatMap(acquire, (cluster) =>
+      Effect.map(
+        Effect.acquireRelease(
+          Effect.sync(() => new client_.Deadlines(toMillis(commandTimeout ?? defaults.commandTimeout))),
+          (deadlines) => Effect.sync(() => deadlines.close())
+        ),
+        (deadlines) => client_.make(cluster, deadlines)
+      ))
+  )
+  return Layer.merge(service, access === "ReadWrite" ? Capability.ReadWrite : Capability.ReadOnly) as Layer.Layer<
+    never,
+    Redis.RedisError
+  > as Layer.Layer<Access extends "ReadWrite" ? Redis.ReadWrite : Redis.ReadOnly, Redis.RedisError>
+}

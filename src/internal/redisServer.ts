@@ -1,11 +1,13 @@
 /** @internal */
 import { type ChildProcess, spawn } from "node:child_process"
-import { existsSync } from "node:fs"
+import { existsSync, mkdtempSync, rmSync } from "node:fs"
 import { createServer } from "node:net"
+import { tmpdir } from "node:os"
 import { delimiter, join } from "node:path"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type * as Scope from "effect/Scope"
+import { Redis as IORedis } from "ioredis"
 import * as Redis from "../Redis.js"
 import * as RedisServer from "../RedisServer.js"
 import { toMillis } from "./duration.js"
@@ -92,13 +94,15 @@ const stop = (child: ChildProcess) =>
 
 /** @internal */
 export const make = (
-  options: RedisServer.Options = {}
+  options: RedisServer.Options = {},
+  /** Arguments that depend on the port chosen (a cluster's bus port). */
+  argsOf: (port: number) => ReadonlyArray<string> = () => []
 ): Effect.Effect<RedisServer.RedisServer, RedisServer.RedisServerError, Scope.Scope> => {
   const binary = options.binary ?? "redis-server"
   const timeoutMs = toMillis(options.startTimeout ?? "10 seconds")
   const attempt = (left: number): Effect.Effect<ChildProcess & { port: number }, RedisServer.RedisServerError> =>
     Effect.flatMap(options.port === undefined ? freePort : Effect.succeed(options.port), (port) =>
-      Effect.flatMap(spawnOnce(binary, port, options.args ?? [], timeoutMs), (result) => {
+      Effect.flatMap(spawnOnce(binary, port, [...(options.args ?? []), ...argsOf(port)], timeoutMs), (result) => {
         if (result._tag === "Started") return Effect.succeed(Object.assign(result.child, { port }))
         return left > 1 && options.port === undefined
           ? attempt(left - 1)
@@ -131,3 +135,84 @@ export const layer = (
     Effect.map(make(options), (server) =>
       Layer.merge(Layer.succeed(RedisServer.RedisServer, server), redis.layer({ ...client, url: server.url })))
   )
+
+/** @internal Runs a command to completion; fails with its output when it exits non-zero. */
+const run = (command: string, args: ReadonlyArray<string>, timeoutMs: number) =>
+  Effect.async<string, RedisServer.RedisServerError>((resume) => {
+    const child = spawn(command, args, { stdio: ["ignore", "pipe", "pipe"] })
+    let output = ""
+    child.stdout?.on("data", (chunk: Buffer) => (output += chunk.toString()))
+    child.stderr?.on("data", (chunk: Buffer) => (output += chunk.toString()))
+    const timer = setTimeout(() => child.kill("SIGKILL"), timeoutMs)
+    child.on("error", (cause) => resume(Effect.fail(failure("StartFailed", `${command}: ${cause.message}`))))
+    child.on("exit", (code) => {
+      clearTimeout(timer)
+      resume(
+        code === 0
+          ? Effect.succeed(output)
+          : Effect.fail(failure("StartFailed", `${command} ${args.join(" ")} exited with ${code}: ${output.trim().slice(-500)}`))
+      )
+    })
+    return Effect.sync(() => {
+      clearTimeout(timer)
+      child.kill("SIGKILL")
+    })
+  })
+
+/** Polls `check` every 50 ms until it holds, for at most `timeoutMs`. */
+const until = (what: string, timeoutMs: number, check: () => Promise<boolean>) =>
+  Effect.gen(function*() {
+    const deadline = Date.now() + timeoutMs
+    while (!(yield* Effect.promise(() => check().catch(() => false)))) {
+      if (Date.now() > deadline) return yield* Effect.fail(failure("Timeout", `${what} not within ${timeoutMs} ms`))
+      yield* Effect.sleep("50 millis")
+    }
+  })
+
+/** @internal */
+export const makeCluster = (
+  options: RedisServer.ClusterOptions = {}
+): Effect.Effect<RedisServer.RedisCluster, RedisServer.RedisServerError, Scope.Scope> =>
+  Effect.gen(function*() {
+    const masters = options.masters ?? 3
+    const replicas = options.replicasPerMaster ?? 1
+    const timeoutMs = toMillis(options.startTimeout ?? "30 seconds")
+    if (!Number.isSafeInteger(masters) || masters < 3 || !Number.isSafeInteger(replicas) || replicas < 0) {
+      return yield* Effect.fail(failure("StartFailed", `a cluster needs at least 3 masters and 0 or more replicas each, got ${masters} and ${replicas}`))
+    }
+    // Each node's cluster state lives in a file of this directory, deleted with the cluster.
+    const dir = yield* Effect.acquireRelease(
+      Effect.sync(() => mkdtempSync(join(tmpdir(), "wakuwaku-cluster-"))),
+      (dir) => Effect.sync(() => rmSync(dir, { recursive: true, force: true }))
+    )
+    const nodes = yield* Effect.all(
+      Array.from({ length: masters * (1 + replicas) }, (_, i) =>
+        make({ ...(options.binary === undefined ? {} : { binary: options.binary }), args: [
+          "--cluster-enabled", "yes",
+          "--cluster-config-file", join(dir, `nodes-${i}.conf`),
+          "--cluster-node-timeout", "2000",
+          "--repl-diskless-sync-delay", "0"
+        ] }, (port) => ["--cluster-port", String(port + 100)])),
+      { concurrency: "unbounded" }
+    )
+    yield* run("redis-cli", [
+      "--cluster", "create", ...nodes.map((node) => `${node.host}:${node.port}`),
+      "--cluster-replicas", String(replicas), "--cluster-yes"
+    ], timeoutMs)
+    const clients = yield* Effect.acquireRelease(
+      Effect.sync(() => nodes.map((node) => new IORedis(node.port, node.host, { lazyConnect: true, maxRetriesPerRequest: 1 }))),
+      (clients) => Effect.sync(() => clients.forEach((client) => client.disconnect()))
+    )
+    yield* until("cluster_state:ok on every node", timeoutMs, async () =>
+      (await Promise.all(clients.map((client) => client.cluster("INFO")))).every((info) => String(info).includes("cluster_state:ok")))
+    const roles = yield* Effect.promise(() => Promise.all(clients.map((client) => client.info("replication"))))
+    const isReplica = roles.map((info) => String(info).includes("role:slave"))
+    yield* until("every replica's master_link_status:up", timeoutMs, async () =>
+      (await Promise.all(clients.filter((_, i) => isReplica[i]).map((client) => client.info("replication"))))
+        .every((info) => String(info).includes("master_link_status:up")))
+    return Object.freeze({
+      nodes,
+      masters: nodes.filter((_, i) => !isReplica[i]),
+      replicas: nodes.filter((_, i) => isReplica[i])
+    })
+  })

@@ -1,6 +1,6 @@
 /**
- * The backends every structure's suite runs against, from one definition: the throwaway redis-server
- * and the embedded memory store. A suite is written once as `forEachBackend("TokenBucket", (it, backend) => …)`
+ * The backends every structure's suite runs against, from one definition: the throwaway redis-server,
+ * the embedded memory store and the throwaway Redis Cluster. A suite is written once as `forEachBackend("TokenBucket", (it, backend) => …)`
  * and inspects what the library wrote through the `Redis` service (`command`), so the same assertion
  * reads either store.
  */
@@ -9,16 +9,19 @@ import type { Vitest } from "@effect/vitest"
 import type { Layer } from "effect"
 import { Effect } from "effect"
 import { Redis } from "wakuwaku"
-import { RedisLive } from "./redis.js"
+import { ClusterLive, clusterNodes, RedisLive, redisUrl } from "./redis.js"
 
 export interface Backend {
-  readonly name: "Redis" | "memory"
+  readonly name: "Redis" | "memory" | "cluster"
   readonly layer: Layer.Layer<Redis.ReadWrite, Redis.RedisError>
+  /** Read-only access, for capability checks: a replica-style layer on servers, a store of its own on memory. */
+  readonly readOnly: () => Layer.Layer<Redis.ReadOnly, Redis.RedisError>
 }
 
 export const backends: ReadonlyArray<Backend> = [
-  { name: "Redis", layer: RedisLive },
-  { name: "memory", layer: Redis.layerMemory() }
+  { name: "Redis", layer: RedisLive, readOnly: () => Redis.layerReadOnly({ url: redisUrl }) },
+  { name: "memory", layer: Redis.layerMemory(), readOnly: () => Redis.layerMemoryReadOnly() },
+  { name: "cluster", layer: ClusterLive, readOnly: () => Redis.layerClusterReadOnly({ nodes: clusterNodes }) }
 ]
 
 /** The `it` of a block whose layer provides read-write access (live clock, no test services). */

@@ -11,6 +11,12 @@ export const redisUrl: string = inject("redisUrl")
 /** Read-write access to it. */
 export const RedisLive = Redis.layer({ url: redisUrl })
 
+/** Some masters of the throwaway Redis Cluster (or the one REDIS_CLUSTER_NODES names). */
+export const clusterNodes: Array<string> = inject("clusterNodes")
+
+/** Read-write access to the cluster. */
+export const ClusterLive = Redis.layerCluster({ nodes: clusterNodes })
+
 /** A namespace no other test uses, so test files can run concurrently on one server. */
 export const freshNamespace = (prefix = "t"): string => `${prefix}-${randomBytes(6).toString("hex")}`
 

@@ -1,0 +1,62 @@
+/**
+ * Real HTTP over loopback sockets for the middleware's tests: `serve` starts a Node server on a free
+ * port for the scope, listening on both IPv4 and IPv6, and `get` sends a request with plain `fetch`.
+ */
+import { createServer } from "node:http"
+import type * as HttpApp from "@effect/platform/HttpApp"
+import * as HttpServer from "@effect/platform/HttpServer"
+import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
+import { Context, Effect, Layer, Tracer } from "effect"
+
+/** The server's base URLs, over IPv4 (the socket address reads `::ffff:127.0.0.1`) and over IPv6 (`::1`). */
+export interface Served {
+  readonly v4: string
+  readonly v6: string
+}
+
+/** Serves `app` on a free port until the scope closes. */
+export const serve = <E, R>(app: HttpApp.Default<E, R>) =>
+  Effect.gen(function*() {
+    const context = yield* Layer.build(
+      HttpServer.serve(app).pipe(Layer.provideMerge(NodeHttpServer.layer(() => createServer(), { port: 0 })))
+    )
+    const address = Context.get(context, HttpServer.HttpServer).address
+    if (address._tag !== "TcpAddress") return yield* Effect.dieMessage("expected a TCP address")
+    return { v4: `http://127.0.0.1:${address.port}`, v6: `http://[::1]:${address.port}` } satisfies Served
+  })
+
+/** A response, read whole. */
+export interface Reply {
+  readonly status: number
+  readonly headers: Readonly<Record<string, string>>
+  readonly body: string
+}
+
+/** GET `url` with `headers`. */
+export const get = (url: string, headers: Record<string, string> = {}): Effect.Effect<Reply> =>
+  Effect.promise(async () => {
+    const response = await fetch(url, { headers })
+    return { status: response.status, headers: Object.fromEntries(response.headers), body: await response.text() }
+  })
+
+/** The rate-limit fields of a reply (`undefined` when absent). */
+export const fields = (reply: Reply) => ({
+  status: reply.status,
+  policy: reply.headers["ratelimit-policy"],
+  limit: reply.headers["ratelimit"],
+  retryAfter: reply.headers["retry-after"]
+})
+
+/** A tracer that records every span it makes, delegating to the current one. */
+export const recordingTracer = Effect.map(Effect.tracer, (native) => {
+  const spans: Array<Tracer.Span> = []
+  const tracer = Tracer.make({
+    span: (...args) => {
+      const span = native.span(...args)
+      spans.push(span)
+      return span
+    },
+    context: (f, fiber) => native.context(f, fiber)
+  })
+  return { tracer, spans }
+})
