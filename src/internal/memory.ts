@@ -56,6 +56,7 @@ export class Db {
   readonly entries = new Map<string, Entry>()
   /** At most this many keys: past it, expired keys are swept, then the oldest evicted. */
   maxKeys = Infinity
+  private cappedAt = Number.NaN
   /** Lists that a blocked BLMOVE waits on, and who to wake when they get elements. */
   readonly waiters = new Map<string, Set<() => void>>()
   now = 0
@@ -97,7 +98,11 @@ export class Db {
   private create(key: string, data: Data, expireAt: number | undefined) {
     this.entries.delete(key)
     if (this.entries.size >= this.maxKeys) {
-      this.sweep()
+      // A full sweep at most once a millisecond: a flood of new keys pays for it once.
+      if (this.cappedAt !== this.nowMs) {
+        this.cappedAt = this.nowMs
+        this.sweep()
+      }
       for (const oldest of this.entries.keys()) {
         if (this.entries.size < this.maxKeys) break
         this.entries.delete(oldest)

@@ -100,17 +100,24 @@ export const make = (
 ): Effect.Effect<RedisServer.RedisServer, RedisServer.RedisServerError, Scope.Scope> => {
   const binary = options.binary ?? "redis-server"
   const timeoutMs = toMillis(options.startTimeout ?? "10 seconds")
-  const attempt = (left: number): Effect.Effect<ChildProcess & { port: number }, RedisServer.RedisServerError> =>
+  const attempt = (left: number, dir: string): Effect.Effect<ChildProcess & { port: number }, RedisServer.RedisServerError> =>
     Effect.flatMap(options.port === undefined ? freePort : Effect.succeed(options.port), (port) =>
-      Effect.flatMap(spawnOnce(binary, port, [...(options.args ?? []), ...argsOf(port)], timeoutMs), (result) => {
+      Effect.flatMap(spawnOnce(binary, port, ["--dir", dir, ...(options.args ?? []), ...argsOf(port)], timeoutMs), (result) => {
         if (result._tag === "Started") return Effect.succeed(Object.assign(result.child, { port }))
         return left > 1 && options.port === undefined
-          ? attempt(left - 1)
+          ? attempt(left - 1, dir)
           : Effect.fail(failure("StartFailed", `port ${port}: ${IN_USE}`))
       }))
   return Effect.suspend(() =>
     onPath(binary) || binary.includes("/")
-      ? Effect.acquireRelease(attempt(5), stop)
+      ? Effect.flatMap(
+        // A working directory of its own, deleted with it: a replica's full sync writes its RDB there.
+        Effect.acquireRelease(
+          Effect.sync(() => mkdtempSync(join(tmpdir(), "wakuwaku-redis-"))),
+          (dir) => Effect.sync(() => rmSync(dir, { recursive: true, force: true }))
+        ),
+        (dir) => Effect.acquireRelease(attempt(5, dir), stop)
+      )
       : Effect.fail(failure("NotInstalled", `${binary} is not on PATH (Debian: apt-get install redis-server)`))
   ).pipe(
     Effect.map((child) => {

@@ -1,0 +1,77 @@
+/**
+ * The core never loads @effect/platform: the package is built into a scratch directory (with this
+ * package.json, so `wakuwaku` and `wakuwaku/http` resolve through its exports map), and plain Node
+ * imports it under a resolve hook that refuses every module of @effect/platform or
+ * @effect/platform-node. `wakuwaku/http` under the same hook fails, which shows the hook works.
+ */
+import { execFile } from "node:child_process"
+import { randomBytes } from "node:crypto"
+import { copyFileSync, mkdirSync, readFileSync, rmdirSync, rmSync } from "node:fs"
+import { join } from "node:path"
+import { fileURLToPath } from "node:url"
+import { promisify } from "node:util"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+
+const run = promisify(execFile)
+const ROOT = fileURLToPath(new URL("../..", import.meta.url))
+// Under .tmp/ (git-ignored, outside tsconfig's include), so node resolves effect from the project's node_modules.
+const TMP_ROOT = join(ROOT, ".tmp", "http-core")
+const TMP = join(TMP_ROOT, `run-${process.pid}-${randomBytes(4).toString("hex")}`)
+
+/** A resolve hook that throws on any module of @effect/platform(-node). */
+const HOOK = `export async function resolve(specifier, context, next) {
+  const resolved = await next(specifier, context)
+  if (/[\\\\/]node_modules[\\\\/]@effect[\\\\/]platform(-node)?[\\\\/]/.test(resolved.url)) {
+    throw new Error("refused to load " + resolved.url)
+  }
+  return resolved
+}`
+const REGISTER = `import { register } from "node:module"
+register(${JSON.stringify(`data:text/javascript,${encodeURIComponent(HOOK)}`)})`
+
+const node = (code: string, hooked: boolean) =>
+  run(
+    process.execPath,
+    [...(hooked ? ["--import", `data:text/javascript,${encodeURIComponent(REGISTER)}`] : []), "--input-type=module", "-e", code],
+    { cwd: TMP }
+  )
+
+const keysOf = (specifier: string) => `import(${JSON.stringify(specifier)}).then((m) => console.log(JSON.stringify(Object.keys(m))))`
+
+describe("the core does not load @effect/platform", () => {
+  beforeAll(async () => {
+    mkdirSync(TMP, { recursive: true })
+    copyFileSync(join(ROOT, "package.json"), join(TMP, "package.json"))
+    await run(process.execPath, [join(ROOT, "node_modules", "typescript", "bin", "tsc"), "-p", "src/tsconfig.build.json", "--outDir", join(TMP, "dist")], {
+      cwd: ROOT
+    })
+  }, 120_000)
+
+  afterAll(() => {
+    rmSync(TMP, { recursive: true, force: true })
+    try {
+      rmdirSync(TMP_ROOT)
+    } catch {
+      // another run is using it
+    }
+  })
+
+  it("package.json exports wakuwaku/http with its types", () => {
+    const pkg = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8"))
+    expect(pkg.exports["./http"]).toEqual({ types: "./dist/http.d.ts", default: "./dist/http.js" })
+  })
+
+  it("wakuwaku imports with every @effect/platform module refused", async () => {
+    const { stdout } = await node(keysOf("wakuwaku"), true)
+    expect(JSON.parse(stdout)).toContain("TokenBucket")
+  })
+
+  it("wakuwaku/http under the same hook is refused: the hook works", async () => {
+    await expect(node(keysOf("wakuwaku/http"), true)).rejects.toThrow(/refused to load .*@effect[\\/]platform/)
+  })
+
+  it("wakuwaku/http exports ClientIp and RateLimit", async () => {
+    const { stdout } = await node(keysOf("wakuwaku/http"), false)
+    expect(JSON.parse(stdout)).toEqual(["ClientIp", "RateLimit"])
+  })
+})
