@@ -1,5 +1,6 @@
 /**
- * `npm start`: the login limiter from the TokenBucket spec.
+ * The login limiter from the TokenBucket spec, alone (`npx tsx docs/examples/login.ts`; `npm start` runs
+ * the proxy, `wakuwaku proxy --demo`, with the same policy).
  *
  * Bursts of 20 logins per address, one more every 3 seconds: 20 back-to-back attempts are allowed
  * (remaining 19 down to 0), the 21st is denied with a retry-after just under 3 s. Then a reset.

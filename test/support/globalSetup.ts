@@ -6,6 +6,7 @@
  * even when the runner is killed.
  */
 import { Effect, Exit, Scope } from "effect"
+import { Cluster, Redis as IORedis } from "ioredis"
 import type { TestProject } from "vitest/node"
 import * as RedisServer from "../../src/RedisServer.js"
 
@@ -31,5 +32,53 @@ export default async function setup(project: TestProject) {
   ))
   project.provide("redisUrl", url)
   project.provide("clusterNodes", nodes)
-  return () => Effect.runPromise(Scope.close(scope, Exit.void))
+  return async () => {
+    try {
+      await audit(url, nodes)
+    } finally {
+      await Effect.runPromise(Scope.close(scope, Exit.void))
+    }
+  }
+}
+
+/** Every key under `@@wakuwaku:` on one server: how many, and which have no TTL. */
+const untimed = async (client: IORedis): Promise<{ keys: number; untimed: Array<string> }> => {
+  let keys = 0
+  const untimed: Array<string> = []
+  let cursor = "0"
+  do {
+    const [next, batch] = await client.scan(cursor, "MATCH", "@@wakuwaku:*", "COUNT", 1000)
+    keys += batch.length
+    for (const key of batch) if ((await client.pttl(key)) === -1) untimed.push(key)
+    cursor = next
+  } while (cursor !== "0")
+  return { keys, untimed }
+}
+
+/**
+ * The key hygiene audit, after the entire suite: on the standalone server and on every master of the
+ * cluster, SCAN over the `@@wakuwaku:` prefix finds no key without a TTL. It prints the count, and fails
+ * the run otherwise.
+ */
+const audit = async (url: string, nodes: ReadonlyArray<string>) => {
+  const standalone = new IORedis(url)
+  const cluster = new Cluster(nodes.map((node) => {
+    const [host, port] = node.split(":")
+    return { host: host!, port: Number(port) }
+  }), { lazyConnect: true })
+  try {
+    const alone = await untimed(standalone)
+    await cluster.connect()
+    const perMaster = await Promise.all(cluster.nodes("master").map(untimed))
+    const clustered = { keys: perMaster.reduce((n, m) => n + m.keys, 0), untimed: perMaster.flatMap((m) => m.untimed) }
+    console.info(
+      `key hygiene audit: standalone ${alone.keys} keys under @@wakuwaku:, ${alone.untimed.length} without a TTL; ` +
+        `cluster ${clustered.keys} keys, ${clustered.untimed.length} without a TTL`
+    )
+    const bad = [...alone.untimed, ...clustered.untimed]
+    if (bad.length > 0) throw new Error(`key hygiene audit: ${bad.length} keys without a TTL: ${bad.slice(0, 20).join(", ")}`)
+  } finally {
+    standalone.disconnect()
+    cluster.disconnect()
+  }
 }

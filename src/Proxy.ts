@@ -1,0 +1,235 @@
+/**
+ * Proxy: a reverse proxy built on @effect/platform's `HttpServer` and `HttpClient`, to put a rate
+ * limiter (`wakuwaku/http`'s `RateLimit.middleware`) in front of a service that has none. It is what
+ * `wakuwaku proxy` runs. Import it from `wakuwaku/Proxy`; it needs `@effect/platform` and
+ * `@effect/platform-node` (optional peers, which the core `wakuwaku` never loads).
+ *
+ * {@link make} is an `HttpApp` that forwards each request to one upstream and streams the response
+ * back; {@link serve} runs an app on a Node HTTP server with a graceful shutdown.
+ *
+ * **What it forwards.** The method, the path and query (after the upstream URL's own path), the
+ * headers and the body. Bodies stream in both directions, never buffered, with backpressure both ways:
+ * an upstream that reads an upload slowly slows the client down, and a client that reads a download
+ * slowly slows the upstream. Memory stays bounded however large the bodies are (see docs/http.md for
+ * the measurements). `Content-Length` is kept when the sender gave one; otherwise the body is chunked.
+ *
+ * **What it changes.**
+ * - Hop-by-hop headers (RFC 9110 §7.6.1) are dropped in both directions: `Connection` and every header
+ *   it names, `Keep-Alive`, `Proxy-Connection`, `TE`, `Trailer`, `Transfer-Encoding`, `Upgrade`,
+ *   `Proxy-Authorization` and `Proxy-Authenticate`. Node's own framing (`Transfer-Encoding: chunked`,
+ *   `Connection: keep-alive`) is then added per connection, on each side.
+ * - The request's `Host` becomes the upstream's; the client's `Host` travels in `X-Forwarded-Host`.
+ *   `X-Forwarded-Proto` is `http`. Both are kept as they came when the peer is one of `trustedProxies`
+ *   (a TLS load balancer in front knows the original scheme and host).
+ * - The peer's address (IPv4-mapped IPv6 written as IPv4) is appended to `X-Forwarded-For`, whoever the
+ *   peer is; which entry to believe is the limiter's business (`RateLimit.clientIp({ trustedProxies })`).
+ * - `Expect` is dropped: the proxy's own server has already answered `100-continue`.
+ *
+ * **Telling the proxy's responses from the upstream's: `Proxy-Status` (RFC 9209).** Every response
+ * carries a `Proxy-Status` member named `wakuwaku`, appended after any that nearer intermediaries set:
+ * - a forwarded response: `wakuwaku; received-status=503` (the upstream answered 503);
+ * - a response the proxy made: `wakuwaku; error=<type>`, with a short `text/plain` body.
+ *
+ * | failure | status | `Proxy-Status` error |
+ * | --- | --- | --- |
+ * | the upstream refuses the connection | 502 | `connection_refused` |
+ * | it resets or closes it before a response | 502 | `connection_terminated` |
+ * | its host name does not resolve / it cannot be reached | 502 | `dns_error` / `destination_unavailable` |
+ * | its response is not valid HTTP | 502 | `http_protocol_error` |
+ * | connecting times out (the OS's connect timeout) | 504 | `connection_timeout` |
+ * | no response head within `timeout` of the request being sent | 504 | `http_response_timeout` |
+ * | a limiter's 429 (any response not from the upstream, under {@link serve}) | 429 | `http_request_denied` |
+ * | any other response that did not come from the upstream | as made | `proxy_internal_response` |
+ *
+ * So an upstream's own 502 says `received-status=502`, and the proxy's says `error=…`.
+ *
+ * **Caveats.**
+ * - `timeout` bounds the wait for the response's head, counted from when the request (its body
+ *   included) has been handed to the upstream connection. A response body that stalls halfway, or an
+ *   upstream that stops reading a request body, is bounded only by the client and by Node's server
+ *   timeouts (`requestTimeout`, 300 s, for receiving a whole request).
+ * - A response body cut short by the upstream reaches the client cut short: the client's connection is
+ *   dropped rather than ended, so it cannot mistake the part for the whole.
+ * - Upgrades (WebSocket) and `CONNECT` are not proxied: `Upgrade` is a hop-by-hop header, so an
+ *   upgrade request reaches the upstream as a plain request.
+ * - Trailers are not forwarded (`Trailer` is hop-by-hop), and repeated request headers arrive joined
+ *   as Node joins them; repeated `Set-Cookie` response headers stay one line per cookie.
+ * - Only HTTP/1.1 on the client side; the upstream may be `http://` or `https://`.
+ *
+ * @example
+ * ```ts
+ * import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
+ * import { Layer } from "effect"
+ * import * as Proxy from "wakuwaku/Proxy"
+ *
+ * const app = Proxy.make({ upstream: "http://127.0.0.1:3000", timeout: "10 seconds" })
+ *
+ * // Serves until SIGINT or SIGTERM, then drains for up to 10 seconds.
+ * Proxy.serve(app, { port: 8080 }).pipe(Layer.launch, NodeRuntime.runMain)
+ * ```
+ *
+ * @since 0.1.0
+ */
+import type * as HttpApp from "@effect/platform/HttpApp"
+import type * as HttpClient from "@effect/platform/HttpClient"
+import type * as HttpServer from "@effect/platform/HttpServer"
+import type * as HttpServerError from "@effect/platform/HttpServerError"
+import type * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import type * as HttpServerResponse from "@effect/platform/HttpServerResponse"
+import * as Data from "effect/Data"
+import type * as Duration from "effect/Duration"
+import type * as Layer from "effect/Layer"
+import type * as Scope from "effect/Scope"
+import * as internal from "./internal/proxy/forward.js"
+import * as internalServe from "./internal/proxy/serve.js"
+
+/**
+ * Options of {@link make}.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options {
+  /**
+   * The upstream: an absolute `http://` or `https://` URL with no query. A path in it is prefixed to
+   * every request's path (`http://api:3000/v1` sends `/users?x=1` to `/v1/users?x=1`).
+   */
+  readonly upstream: string | URL
+  /**
+   * How long the upstream has to send its response's head once the request has been sent in full;
+   * after it, 504. Default 30 seconds.
+   */
+  readonly timeout?: Duration.DurationInput | undefined
+  /**
+   * The proxies in front of this one, as `ClientIp` takes them: addresses and CIDR blocks
+   * (`10.0.0.0/8`, `::1`), or how many proxies every request passes through (then the peer is always
+   * one). A trusted peer's `X-Forwarded-Proto` and `X-Forwarded-Host` are kept. Default none.
+   */
+  readonly trustedProxies?: ReadonlyArray<string> | number | undefined
+}
+
+/**
+ * A forwarding app. Throws when `upstream` is not an absolute http(s) URL without query, a trusted
+ * proxy is not an address or CIDR block, or `timeout` is not a positive duration.
+ *
+ * Its error channel is empty: every failure of the upstream becomes a response (see the table in the
+ * module documentation). It needs an `HttpClient`; {@link serve} provides one with keep-alive
+ * connections ({@link layerClient}).
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make: (options: Options) => HttpApp.Default<never, HttpClient.HttpClient> = internal.make
+
+/**
+ * Options of {@link serve}.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ServeOptions {
+  /** The port to listen on; 0 picks a free one (read it from the `HttpServer`'s address). */
+  readonly port: number
+  /** The address to listen on. Default: every interface. */
+  readonly host?: string | undefined
+  /**
+   * On shutdown, how long in-flight requests may take to finish before their connections are dropped.
+   * New connections are refused at once, idle ones closed. Default 10 seconds.
+   */
+  readonly shutdownTimeout?: Duration.DurationInput | undefined
+}
+
+/**
+ * Runs `app` (typically {@link make} wrapped in a limiter middleware) on a Node HTTP server for the
+ * layer's lifetime, providing it {@link layerClient}. Every response that did not come from the
+ * upstream is marked with a `Proxy-Status` error member (`http_request_denied` for a 429).
+ *
+ * Closing the layer (SIGINT or SIGTERM under `NodeRuntime.runMain`) shuts down gracefully: the server
+ * stops accepting, idle connections close, in-flight requests get up to `shutdownTimeout` to finish.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const serve: <E, R>(
+  app: HttpApp.Default<E, R>,
+  options: ServeOptions
+) => Layer.Layer<
+  HttpServer.HttpServer,
+  HttpServerError.ServeError,
+  Exclude<R, HttpClient.HttpClient | HttpServerRequest.HttpServerRequest | Scope.Scope>
+> = internalServe.serve
+
+/**
+ * The upstream client {@link serve} provides: Node's `http`/`https` with a keep-alive agent.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerClient: Layer.Layer<HttpClient.HttpClient> = internalServe.layerClient
+
+/**
+ * Marks the responses of `app` that do not carry this proxy's `Proxy-Status` member (those not from the
+ * upstream) as the proxy's own: `wakuwaku; error=http_request_denied` for a 429,
+ * `wakuwaku; error=proxy_internal_response` otherwise. {@link serve} applies it; use it when serving
+ * {@link make} another way.
+ *
+ * @since 0.1.0
+ * @category combinators
+ */
+export const identify: <E, R>(app: HttpApp.Default<E, R>) => HttpApp.Default<E, R> = internal.identify
+
+/**
+ * Why the proxy answered instead of the upstream.
+ *
+ * - `Refused`: the upstream refused the connection (502).
+ * - `Reset`: it reset or closed the connection before a complete response head (502).
+ * - `Unresolved`: its host name did not resolve (502).
+ * - `Unreachable`: no route to it (502).
+ * - `Protocol`: its response was not valid HTTP, or another transport failure (502).
+ * - `ConnectTimeout`: the operating system gave up connecting (504).
+ * - `Timeout`: no response head within `timeout` of the request being sent (504).
+ * - `RequestBody`: the client's request body could not be read (400).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export type ProxyErrorReason =
+  | "Refused"
+  | "Reset"
+  | "Unresolved"
+  | "Unreachable"
+  | "Protocol"
+  | "ConnectTimeout"
+  | "Timeout"
+  | "RequestBody"
+
+/**
+ * A request the proxy could not forward, or whose response did not come. {@link make} turns it into a
+ * response (see {@link response}) and logs it at warning level; it never reaches the error channel.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class ProxyError extends Data.TaggedError("ProxyError")<{
+  /** Why. */
+  readonly reason: ProxyErrorReason
+  /** What the client or the socket said. */
+  readonly cause: unknown
+}> {
+  /** The status the proxy answers with: 502, 504 or 400. */
+  get status(): number {
+    return internal.STATUS[this.reason].status
+  }
+  override get message(): string {
+    return `${this.status} ${internal.STATUS[this.reason].text}`
+  }
+}
+
+/**
+ * The response the proxy sends for a failure: its status, a one-line `text/plain` body, and
+ * `Proxy-Status: wakuwaku; error=<type>; details="<code>"`.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export const response: (error: ProxyError) => HttpServerResponse.HttpServerResponse = internal.errorResponse

@@ -1,0 +1,463 @@
+/**
+ * @internal The command line of `wakuwaku`: flags and environment variables, read into a checked
+ * configuration, with the help texts. Pure, and free of @effect/platform, so that `--help` and bad
+ * flags answer without loading the server.
+ */
+import * as Duration from "effect/Duration"
+import { isIP } from "node:net"
+import { parseUpstream } from "./target.js"
+
+/** @internal The checked configuration of `wakuwaku proxy`. */
+export interface Config {
+  readonly host: string | undefined
+  readonly port: number
+  /** An upstream URL, or `demo`: start the built-in demo upstream and forward to it. */
+  readonly upstream: { readonly _tag: "Url"; readonly url: string } | { readonly _tag: "Demo" }
+  readonly timeout: Duration.Duration
+  readonly shutdownTimeout: Duration.Duration
+  readonly limiter:
+    | {
+      readonly algorithm: "token-bucket"
+      readonly capacity: number
+      readonly refill: { readonly tokens: number; readonly period: Duration.Duration }
+    }
+    | { readonly algorithm: "fixed-window"; readonly limit: number; readonly window: Duration.Duration }
+  readonly key: { readonly _tag: "ip" } | { readonly _tag: "header"; readonly name: string }
+  readonly trustedProxies: ReadonlyArray<string> | number
+  readonly ipv6Prefix: number
+  readonly namespace: string
+  /** A Redis URL; none for the embedded store. */
+  readonly redis: string | undefined
+  readonly storeTimeout: Duration.Duration
+  readonly onStoreFailure: "fail-closed" | "fail-open" | "fallback"
+  readonly maxEntries: number
+}
+
+/** @internal What the command line asks for. */
+export type Command =
+  | { readonly _tag: "Help"; readonly text: string }
+  | { readonly _tag: "Invalid"; readonly message: string }
+  | { readonly _tag: "Proxy"; readonly config: Config }
+
+interface Flag {
+  /** The name after `--`. */
+  readonly name: string
+  /** What follows the flag in the help (none: a switch). */
+  readonly value?: string
+  /** The environment variable read when the flag is not given. */
+  readonly env: string
+  /** The default, as the help shows it. */
+  readonly default?: string
+  readonly help: string
+}
+
+const SECTIONS: ReadonlyArray<{ readonly title: string; readonly flags: ReadonlyArray<Flag> }> = [
+  {
+    title: "Listening",
+    flags: [
+      { name: "host", value: "ADDRESS", env: "WAKUWAKU_HOST", help: "address to listen on (default: every interface)" },
+      { name: "port", value: "PORT", env: "WAKUWAKU_PORT", default: "8080", help: "port to listen on; 0 picks a free one" },
+      {
+        name: "shutdown-timeout",
+        value: "DURATION",
+        env: "WAKUWAKU_SHUTDOWN_TIMEOUT",
+        default: "10s",
+        help: "on SIGINT/SIGTERM, how long in-flight requests may finish"
+      }
+    ]
+  },
+  {
+    title: "Upstream",
+    flags: [
+      { name: "upstream", value: "URL", env: "WAKUWAKU_UPSTREAM", help: "the service to forward to (http:// or https://)" },
+      { name: "demo", env: "WAKUWAKU_DEMO", help: "start a built-in demo upstream on a loopback port and forward to it" },
+      {
+        name: "timeout",
+        value: "DURATION",
+        env: "WAKUWAKU_TIMEOUT",
+        default: "30s",
+        help: "how long the upstream has to start its response (then 504)"
+      }
+    ]
+  },
+  {
+    title: "Rate limit",
+    flags: [
+      {
+        name: "algorithm",
+        value: "NAME",
+        env: "WAKUWAKU_ALGORITHM",
+        default: "token-bucket",
+        help: "token-bucket or fixed-window"
+      },
+      { name: "capacity", value: "N", env: "WAKUWAKU_CAPACITY", default: "20", help: "token-bucket: the burst" },
+      {
+        name: "refill",
+        value: "N/DURATION",
+        env: "WAKUWAKU_REFILL",
+        default: "1/3s",
+        help: "token-bucket: N tokens back every DURATION"
+      },
+      { name: "limit", value: "N", env: "WAKUWAKU_LIMIT", default: "20", help: "fixed-window: requests per window" },
+      { name: "window", value: "DURATION", env: "WAKUWAKU_WINDOW", default: "1m", help: "fixed-window: the window" },
+      {
+        name: "key",
+        value: "STRATEGY",
+        env: "WAKUWAKU_KEY",
+        default: "ip",
+        help: "ip (the client's address), or header:NAME (that header, else the address)"
+      },
+      {
+        name: "trusted-proxies",
+        value: "LIST",
+        env: "WAKUWAKU_TRUSTED_PROXIES",
+        help: "the proxies in front, whose X-Forwarded-For is believed: comma-separated\n" +
+          "addresses/CIDRs, or a hop count (default: none, the socket address counts)"
+      },
+      {
+        name: "ipv6-prefix",
+        value: "BITS",
+        env: "WAKUWAKU_IPV6_PREFIX",
+        default: "56",
+        help: "IPv6 clients share a limit per network of this prefix"
+      },
+      {
+        name: "namespace",
+        value: "NAME",
+        env: "WAKUWAKU_NAMESPACE",
+        default: "proxy",
+        help: "the limiter's name in the store and in RateLimit-Policy"
+      }
+    ]
+  },
+  {
+    title: "Store",
+    flags: [
+      { name: "redis", value: "URL", env: "REDIS_URL", help: "keep the limits in this Redis (default: embedded, this process only)" },
+      {
+        name: "store-timeout",
+        value: "DURATION",
+        env: "WAKUWAKU_STORE_TIMEOUT",
+        default: "500ms",
+        help: "how long a Redis call may take before it counts as a store failure"
+      },
+      {
+        name: "on-store-failure",
+        value: "POLICY",
+        env: "WAKUWAKU_ON_STORE_FAILURE",
+        default: "fallback",
+        help: "when Redis fails: fail-closed (503), fail-open (let requests through)\n" +
+          "or fallback (limit in this process meanwhile)"
+      },
+      {
+        name: "max-entries",
+        value: "N",
+        env: "WAKUWAKU_MAX_ENTRIES",
+        default: "100000",
+        help: "most clients the embedded store and the fallback hold\n(past it, the oldest start afresh)"
+      }
+    ]
+  },
+  {
+    title: "Other",
+    flags: [{ name: "help", env: "", help: "show this help" }]
+  }
+]
+
+const FLAGS: ReadonlyMap<string, Flag> = new Map(SECTIONS.flatMap((s) => s.flags.map((f) => [f.name, f] as const)))
+
+/** @internal Every flag name, for tests and docs. */
+export const flagNames: ReadonlyArray<string> = [...FLAGS.keys()]
+
+/** @internal Every environment variable read. */
+export const envNames: ReadonlyArray<string> = [...FLAGS.values()].map((f) => f.env).filter((e) => e !== "")
+
+/** @internal The help of `wakuwaku proxy`. */
+export const proxyHelp = (): string => {
+  const sections = SECTIONS.map((section) => ({
+    title: section.title,
+    rows: section.flags.map((flag) => ({
+      left: `  ${flag.name === "help" ? "-h, " : ""}--${flag.name}${flag.value === undefined ? "" : ` ${flag.value}`}`,
+      help: flag.help,
+      more: [flag.default === undefined ? "" : `default ${flag.default}`, flag.env === "" ? "" : `env ${flag.env}`]
+        .filter((part) => part !== "").join("; ")
+    }))
+  }))
+  const width = Math.max(...sections.flatMap((s) => s.rows.map((r) => r.left.length))) + 2
+  const lines = (row: { readonly left: string; readonly help: string; readonly more: string }) =>
+    [...row.help.split("\n"), ...(row.more === "" ? [] : [row.more])].map((text, i) =>
+      `${(i === 0 ? row.left : "").padEnd(width)}${text}`
+    )
+  return [
+    "Usage: wakuwaku proxy [flags]",
+    "",
+    "A reverse proxy that rate-limits each client before forwarding to one upstream. Bodies stream both",
+    "ways; hop-by-hop headers are dropped; X-Forwarded-For/-Proto/-Host are set. Its own responses",
+    "(429, and 502/504 when the upstream fails or times out) carry Proxy-Status: wakuwaku; error=…",
+    "",
+    "Every flag can also come from its environment variable (env); a flag wins over its variable.",
+    "DURATION is a number and a unit: 500ms, 30s, 2m, 1h.",
+    ...sections.flatMap((s) => ["", `${s.title}:`, ...s.rows.flatMap(lines)]),
+    "",
+    "Examples:",
+    "  wakuwaku proxy --upstream http://127.0.0.1:3000",
+    "  wakuwaku proxy --upstream http://app:3000 --trusted-proxies 10.0.0.0/8 --redis redis://redis:6379",
+    "  wakuwaku proxy --demo --algorithm fixed-window --limit 5 --window 10s",
+    ""
+  ].join("\n")
+}
+
+/** @internal The help of `wakuwaku`. */
+export const mainHelp = (): string =>
+  [
+    "Usage: wakuwaku <command> [flags]",
+    "",
+    "Commands:",
+    "  proxy    a rate-limiting reverse proxy (wakuwaku proxy --help)",
+    "",
+    "  -h, --help    show this help",
+    ""
+  ].join("\n")
+
+class Invalid {
+  constructor(readonly message: string) {}
+}
+
+const UNITS: Record<string, number> = {
+  ms: 1,
+  millis: 1,
+  milli: 1,
+  s: 1_000,
+  sec: 1_000,
+  second: 1_000,
+  seconds: 1_000,
+  m: 60_000,
+  min: 60_000,
+  minute: 60_000,
+  minutes: 60_000,
+  h: 3_600_000,
+  hour: 3_600_000,
+  hours: 3_600_000
+}
+
+/** @internal A duration such as `500ms`, `30s`, `1.5m`, `2 hours`; undefined when it is not one. */
+export const parseDuration = (text: string): Duration.Duration | undefined => {
+  const match = /^(\d+(?:\.\d+)?|\.\d+)\s*([a-z]+)$/i.exec(text.trim())
+  const unit = match?.[2] === undefined ? undefined : UNITS[match[2].toLowerCase()]
+  if (match === null || unit === undefined) return undefined
+  return Duration.millis(Number(match[1]) * unit)
+}
+
+/** A value and where it came from, for messages. */
+interface Source {
+  readonly value: string
+  /** `--port` or `WAKUWAKU_PORT`. */
+  readonly from: string
+}
+
+const fail = (source: Source, what: string): never => {
+  throw new Invalid(`${source.from}: ${what}, got ${JSON.stringify(source.value)}`)
+}
+
+const integer = (source: Source, min: number, max: number, what: string): number => {
+  const n = /^\d+$/.test(source.value.trim()) ? Number(source.value.trim()) : NaN
+  return Number.isSafeInteger(n) && n >= min && n <= max ? n : fail(source, what)
+}
+
+const positiveDuration = (source: Source): Duration.Duration => {
+  const d = parseDuration(source.value)
+  return d !== undefined && Duration.toMillis(d) > 0
+    ? d
+    : fail(source, "expected a positive duration such as 500ms, 30s or 2m")
+}
+
+/**
+ * @internal Reads `wakuwaku <argv>` with `env`: the help, a configuration, or the one-line reason it is
+ * invalid (the caller exits with code 2).
+ */
+export const parse = (argv: ReadonlyArray<string>, env: Readonly<Record<string, string | undefined>>): Command => {
+  const [command, ...rest] = argv
+  if (command === undefined) return { _tag: "Invalid", message: "wakuwaku: missing command (see wakuwaku --help)" }
+  if (command === "-h" || command === "--help" || command === "help") return { _tag: "Help", text: mainHelp() }
+  if (command !== "proxy") {
+    return { _tag: "Invalid", message: `wakuwaku: unknown command ${JSON.stringify(command)} (see wakuwaku --help)` }
+  }
+  try {
+    return parseProxy(rest, env)
+  } catch (error) {
+    if (error instanceof Invalid) {
+      return { _tag: "Invalid", message: `wakuwaku proxy: ${error.message} (see wakuwaku proxy --help)` }
+    }
+    throw error
+  }
+}
+
+const parseProxy = (argv: ReadonlyArray<string>, env: Readonly<Record<string, string | undefined>>): Command => {
+  const given = new Map<string, Source>()
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i] ?? ""
+    if (arg === "-h" || arg === "--help") return { _tag: "Help", text: proxyHelp() }
+    if (!arg.startsWith("--") || arg === "--") throw new Invalid(`unexpected argument ${JSON.stringify(arg)}`)
+    const eq = arg.indexOf("=")
+    const name = arg.slice(2, eq === -1 ? undefined : eq)
+    const flag = FLAGS.get(name)
+    if (flag === undefined) throw new Invalid(`unknown flag --${name}`)
+    if (given.has(name)) throw new Invalid(`--${name} is given twice`)
+    if (flag.value === undefined) {
+      if (eq !== -1) throw new Invalid(`--${name} takes no value`)
+      given.set(name, { value: "true", from: `--${name}` })
+      continue
+    }
+    let value: string | undefined
+    if (eq !== -1) value = arg.slice(eq + 1)
+    else {
+      value = argv[i + 1]
+      if (value === undefined || value.startsWith("--")) throw new Invalid(`--${name} needs a value (${flag.value})`)
+      i++
+    }
+    given.set(name, { value, from: `--${name}` })
+  }
+
+  /** The flag, else its environment variable (ignored when empty). */
+  const get = (name: string): Source | undefined => {
+    const flag = given.get(name)
+    if (flag !== undefined) return flag
+    const variable = FLAGS.get(name)?.env ?? ""
+    const value = variable === "" ? undefined : env[variable]
+    return value === undefined || value.trim() === "" ? undefined : { value, from: variable }
+  }
+  const orDefault = (name: string): Source => get(name) ?? { value: FLAGS.get(name)?.default ?? "", from: `--${name}` }
+
+  const switchOn = (name: string): boolean => {
+    const source = get(name)
+    if (source === undefined) return false
+    const value = source.value.trim().toLowerCase()
+    if (value === "true" || value === "1" || value === "yes") return true
+    if (value === "false" || value === "0" || value === "no") return false
+    return fail(source, "expected true or false")
+  }
+
+  // Listening
+  const hostSource = get("host")
+  const host = hostSource?.value.trim()
+  if (hostSource !== undefined && (host === "" || /\s|\//.test(host ?? ""))) fail(hostSource, "expected an address or host name")
+  const port = integer(orDefault("port"), 0, 65_535, "expected a port number from 0 to 65535")
+  const shutdownTimeout = positiveDuration(orDefault("shutdown-timeout"))
+
+  // Upstream
+  const demo = switchOn("demo")
+  const upstreamSource = get("upstream")
+  if (demo && upstreamSource !== undefined) {
+    throw new Invalid(`--demo starts its own upstream: drop ${upstreamSource.from} or --demo`)
+  }
+  if (!demo && upstreamSource === undefined) {
+    throw new Invalid("--upstream URL is required (or --demo for a built-in demo upstream)")
+  }
+  let upstream: Config["upstream"] = { _tag: "Demo" }
+  if (upstreamSource !== undefined) {
+    try {
+      parseUpstream(upstreamSource.value.trim())
+    } catch (error) {
+      throw new Invalid(`${upstreamSource.from}: ${(error as Error).message}`)
+    }
+    upstream = { _tag: "Url", url: upstreamSource.value.trim() }
+  }
+  const timeout = positiveDuration(orDefault("timeout"))
+
+  // Rate limit
+  const algorithmSource = orDefault("algorithm")
+  const algorithm = algorithmSource.value.trim()
+  if (algorithm !== "token-bucket" && algorithm !== "fixed-window") {
+    fail(algorithmSource, "expected token-bucket or fixed-window")
+  }
+  const others = algorithm === "token-bucket" ? ["limit", "window"] : ["capacity", "refill"]
+  for (const name of others) {
+    const source = get(name)
+    if (source !== undefined) throw new Invalid(`${source.from} applies to the other algorithm, not ${algorithm}`)
+  }
+  let limiter: Config["limiter"]
+  if (algorithm === "token-bucket") {
+    const capacity = integer(orDefault("capacity"), 1, Number.MAX_SAFE_INTEGER, "expected a positive whole number")
+    const refillSource = orDefault("refill")
+    const refill = /^\s*(\d+)\s*\/\s*(.+)$/.exec(refillSource.value)
+    const tokens = refill?.[1] === undefined ? NaN : Number(refill[1])
+    // `1/s` means one per second.
+    const periodText = refill?.[2]?.trim() ?? ""
+    const period = parseDuration(/^[a-z]+$/i.test(periodText) ? `1${periodText}` : periodText)
+    if (!(Number.isSafeInteger(tokens) && tokens >= 1) || period === undefined || Duration.toMillis(period) <= 0) {
+      fail(refillSource, "expected N/DURATION with N at least 1, such as 1/3s or 10/1m")
+    }
+    limiter = { algorithm, capacity, refill: { tokens, period: period as Duration.Duration } }
+  } else {
+    const limit = integer(orDefault("limit"), 1, Number.MAX_SAFE_INTEGER, "expected a positive whole number")
+    limiter = { algorithm: "fixed-window", limit, window: positiveDuration(orDefault("window")) }
+  }
+
+  const keySource = orDefault("key")
+  const keyText = keySource.value.trim()
+  let key: Config["key"] = { _tag: "ip" }
+  if (keyText.startsWith("header:")) {
+    const name = keyText.slice("header:".length).trim().toLowerCase()
+    if (!/^[!#$%&'*+.^_`|~0-9a-z-]+$/.test(name)) fail(keySource, "expected a header name after header:")
+    key = { _tag: "header", name }
+  } else if (keyText !== "ip") {
+    fail(keySource, "expected ip or header:NAME")
+  }
+
+  const trustedSource = get("trusted-proxies")
+  let trustedProxies: ReadonlyArray<string> | number = []
+  if (trustedSource !== undefined) {
+    const text = trustedSource.value.trim()
+    if (/^\d+$/.test(text)) trustedProxies = integer(trustedSource, 0, 1_000, "expected a hop count")
+    else {
+      trustedProxies = text.split(",").map((entry) => entry.trim()).filter((entry) => entry !== "")
+      for (const entry of trustedProxies) {
+        const [address = "", prefix, extra] = entry.split("/")
+        const family = isIP(address)
+        const max = family === 4 ? 32 : 128
+        const bits = prefix === undefined ? max : /^\d{1,3}$/.test(prefix) ? Number(prefix) : NaN
+        if (family === 0 || extra !== undefined || !(bits >= 0 && bits <= max)) {
+          throw new Invalid(`${trustedSource.from}: not an IP address or CIDR block: ${JSON.stringify(entry)}`)
+        }
+      }
+    }
+  }
+  const ipv6Prefix = integer(orDefault("ipv6-prefix"), 0, 128, "expected a prefix length from 0 to 128")
+  const namespaceSource = orDefault("namespace")
+  const namespace = namespaceSource.value.trim()
+  if (!/^[A-Za-z0-9_.-]{1,64}$/.test(namespace)) fail(namespaceSource, "expected a short word (letters, digits, _ . -)")
+
+  // Store
+  const redisSource = get("redis")
+  const redis = redisSource?.value.trim()
+  if (redisSource !== undefined && !/^rediss?:\/\/\S+$/.test(redis ?? "")) {
+    fail(redisSource, "expected a redis:// or rediss:// URL")
+  }
+  const storeTimeout = positiveDuration(orDefault("store-timeout"))
+  const policySource = orDefault("on-store-failure")
+  const onStoreFailure = policySource.value.trim()
+  if (onStoreFailure !== "fail-closed" && onStoreFailure !== "fail-open" && onStoreFailure !== "fallback") {
+    fail(policySource, "expected fail-closed, fail-open or fallback")
+  }
+  const maxEntries = integer(orDefault("max-entries"), 1, Number.MAX_SAFE_INTEGER, "expected a positive whole number")
+
+  return {
+    _tag: "Proxy",
+    config: {
+      host,
+      port,
+      upstream,
+      timeout,
+      shutdownTimeout,
+      limiter,
+      key,
+      trustedProxies,
+      ipv6Prefix,
+      namespace,
+      redis,
+      storeTimeout,
+      onStoreFailure: onStoreFailure as Config["onStoreFailure"],
+      maxEntries
+    }
+  }
+}

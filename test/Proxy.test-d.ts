@@ -1,0 +1,33 @@
+import type * as HttpApp from "@effect/platform/HttpApp"
+import type * as HttpClient from "@effect/platform/HttpClient"
+import type * as HttpServer from "@effect/platform/HttpServer"
+import type * as HttpServerError from "@effect/platform/HttpServerError"
+import { Layer } from "effect"
+import { describe, expectTypeOf, it } from "vitest"
+import { Capability, Rate, Redis, TokenBucket } from "wakuwaku"
+import { RateLimit } from "wakuwaku/http"
+import * as Proxy from "wakuwaku/Proxy"
+
+const LIMIT = TokenBucket.make<string>("edge", 20, Rate.make(1, "3 seconds"))
+const forward = Proxy.make({ upstream: "http://127.0.0.1:3000" })
+const limited = RateLimit.middleware({ limiter: LIMIT, onStoreFailure: "fail-closed" })(forward)
+
+describe("Proxy types", () => {
+  it("make is an app that needs only an HttpClient and never fails", () => {
+    expectTypeOf(forward).toEqualTypeOf<HttpApp.Default<never, HttpClient.HttpClient>>()
+  })
+
+  it("serve provides the HttpClient and keeps the limiter's requirements", () => {
+    const layer = Proxy.serve(limited, { port: 0 })
+    expectTypeOf(layer).toEqualTypeOf<
+      Layer.Layer<HttpServer.HttpServer, HttpServerError.ServeError, Redis.Redis | Capability.Write<TokenBucket.Entity>>
+    >()
+    expectTypeOf(Layer.provide(layer, Redis.layerMemory())).toEqualTypeOf<
+      Layer.Layer<HttpServer.HttpServer, HttpServerError.ServeError, never>
+    >()
+    // A read-only replica cannot serve the limiter: the write capability is left over.
+    expectTypeOf<Layer.Layer.Context<ReturnType<typeof onReplica>>>().toEqualTypeOf<Capability.Write<TokenBucket.Entity>>()
+  })
+})
+
+const onReplica = () => Layer.provide(Proxy.serve(limited, { port: 0 }), Redis.layerReadOnly({ url: "redis://replica:6379" }))

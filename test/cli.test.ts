@@ -1,0 +1,297 @@
+/**
+ * The `wakuwaku` command: its help, its flags and environment variables, and how it fails. The
+ * parser is tested in this process; the command itself runs as a child process (node with tsx, from
+ * the sources), as `npm start` runs it.
+ */
+import { Duration } from "effect"
+import * as Net from "node:net"
+import { afterEach, describe, expect, it } from "vitest"
+import { type Config, envNames, flagNames, parse } from "../src/internal/proxy/cli.js"
+import { spawn } from "node:child_process"
+import { cleanEnv, closedPort, outcome, request, ROOT, runCli, startProxy, valueOf } from "./support/proxy.js"
+
+const cleanups: Array<() => Promise<unknown>> = []
+afterEach(async () => {
+  await Promise.all(cleanups.splice(0).map((cleanup) => cleanup()))
+})
+
+/** Every flag of `wakuwaku proxy` and the variable it also reads. */
+const FLAGS: ReadonlyArray<readonly [string, string]> = [
+  ["host", "WAKUWAKU_HOST"],
+  ["port", "WAKUWAKU_PORT"],
+  ["shutdown-timeout", "WAKUWAKU_SHUTDOWN_TIMEOUT"],
+  ["upstream", "WAKUWAKU_UPSTREAM"],
+  ["demo", "WAKUWAKU_DEMO"],
+  ["timeout", "WAKUWAKU_TIMEOUT"],
+  ["algorithm", "WAKUWAKU_ALGORITHM"],
+  ["capacity", "WAKUWAKU_CAPACITY"],
+  ["refill", "WAKUWAKU_REFILL"],
+  ["limit", "WAKUWAKU_LIMIT"],
+  ["window", "WAKUWAKU_WINDOW"],
+  ["key", "WAKUWAKU_KEY"],
+  ["trusted-proxies", "WAKUWAKU_TRUSTED_PROXIES"],
+  ["ipv6-prefix", "WAKUWAKU_IPV6_PREFIX"],
+  ["namespace", "WAKUWAKU_NAMESPACE"],
+  ["redis", "REDIS_URL"],
+  ["store-timeout", "WAKUWAKU_STORE_TIMEOUT"],
+  ["on-store-failure", "WAKUWAKU_ON_STORE_FAILURE"],
+  ["max-entries", "WAKUWAKU_MAX_ENTRIES"]
+]
+
+const config = (argv: ReadonlyArray<string>, env: Record<string, string> = {}): Config => {
+  const command = parse(["proxy", ...argv], env)
+  if (command._tag !== "Proxy") throw new Error(`expected a configuration, got ${JSON.stringify(command)}`)
+  return command.config
+}
+
+const invalid = (argv: ReadonlyArray<string>, env: Record<string, string> = {}): string => {
+  const command = parse(argv, env)
+  if (command._tag !== "Invalid") throw new Error(`expected an error, got ${JSON.stringify(command)}`)
+  return command.message
+}
+
+const millis = (d: Duration.Duration) => Duration.toMillis(d)
+
+describe("help", () => {
+  it("`wakuwaku proxy --help` lists every flag with its variable, on stdout, with exit code 0", async () => {
+    expect([...flagNames]).toEqual([...FLAGS.map(([flag]) => flag), "help"])
+    expect([...envNames]).toEqual(FLAGS.map(([, env]) => env))
+    const { code, stderr, stdout } = await runCli(["proxy", "--help"])
+    expect(code).toBe(0)
+    expect(stderr).toBe("")
+    expect(stdout).toMatch(/^Usage: wakuwaku proxy \[flags\]/)
+    for (const [flag, env] of FLAGS) {
+      expect(stdout).toMatch(new RegExp(`^  --${flag}\\b`, "m"))
+      expect(stdout).toContain(`env ${env}`)
+    }
+    expect(stdout).toContain("-h, --help")
+    // -h anywhere among other flags is the help too.
+    expect(parse(["proxy", "--port", "1", "-h"], {})).toEqual({ _tag: "Help", text: stdout })
+  })
+
+  it("`wakuwaku --help` names the proxy command", async () => {
+    const { code, stdout } = await runCli(["--help"])
+    expect(code).toBe(0)
+    expect(stdout).toContain("proxy    a rate-limiting reverse proxy")
+  })
+})
+
+describe("--help and bad flags answer without loading the server", () => {
+  /** A resolve hook that refuses every module of @effect/platform(-node). */
+  const HOOK = `export async function resolve(specifier, context, next) {
+    const resolved = await next(specifier, context)
+    if (/[\\\\/]node_modules[\\\\/]@effect[\\\\/]platform(-node)?[\\\\/]/.test(resolved.url)) {
+      throw new Error("refused to load " + resolved.url)
+    }
+    return resolved
+  }`
+  const REGISTER = `import { register } from "node:module"
+register(${JSON.stringify(`data:text/javascript,${encodeURIComponent(HOOK)}`)})`
+  const hooked = (args: ReadonlyArray<string>) =>
+    outcome(
+      spawn(
+        process.execPath,
+        ["--import", "tsx", "--import", `data:text/javascript,${encodeURIComponent(REGISTER)}`, "src/bin.ts", ...args],
+        { cwd: ROOT, env: cleanEnv(), stdio: ["ignore", "pipe", "pipe"] }
+      )
+    )
+
+  it("with @effect/platform refused, --help and a bad flag still answer; running the proxy does not", async () => {
+    const [help, bad, run] = await Promise.all([
+      hooked(["proxy", "--help"]),
+      hooked(["proxy", "--port", "x"]),
+      hooked(["proxy", "--demo", "--port", "0"])
+    ])
+    expect(help.code).toBe(0)
+    expect(help.stdout).toMatch(/^Usage: wakuwaku proxy/)
+    expect(bad.code).toBe(2)
+    // The hook works: the proxy itself needs @effect/platform.
+    expect(run.code).toBe(1)
+    expect(run.stderr).toMatch(/^wakuwaku proxy: refused to load .*@effect\/platform/)
+  })
+})
+
+describe("bad flags: one line on stderr, nothing on stdout, exit code 2", () => {
+  it.concurrent.each([
+    [["proxy", "--bogus"], {}, "wakuwaku proxy: unknown flag --bogus (see wakuwaku proxy --help)"],
+    [
+      ["proxy", "--upstream", "http://127.0.0.1:3000", "--port", "http"],
+      {},
+      "wakuwaku proxy: --port: expected a port number from 0 to 65535, got \"http\" (see wakuwaku proxy --help)"
+    ],
+    [
+      ["proxy", "--demo"],
+      { WAKUWAKU_TIMEOUT: "soon" },
+      "wakuwaku proxy: WAKUWAKU_TIMEOUT: expected a positive duration such as 500ms, 30s or 2m, got \"soon\" (see wakuwaku proxy --help)"
+    ],
+    [["proxy"], {}, "wakuwaku proxy: --upstream URL is required (or --demo for a built-in demo upstream) (see wakuwaku proxy --help)"],
+    [["serve"], {}, "wakuwaku: unknown command \"serve\" (see wakuwaku --help)"],
+    [[], {}, "wakuwaku: missing command (see wakuwaku --help)"]
+  ] as const)("%j %j", async (argv, env, message) => {
+    const { code, stderr, stdout } = await runCli(argv, cleanEnv(env))
+    expect({ code, stdout, stderr }).toEqual({ code: 2, stdout: "", stderr: `${message}\n` })
+  })
+})
+
+describe("parse", () => {
+  it("defaults to the seed's policy: a token bucket of 20, one back every 3 s, per client IP, on :8080, embedded store", () => {
+    const c = config(["--upstream", "http://127.0.0.1:3000"])
+    expect(c).toMatchObject({
+      host: undefined,
+      port: 8080,
+      upstream: { _tag: "Url", url: "http://127.0.0.1:3000" },
+      limiter: { algorithm: "token-bucket", capacity: 20, refill: { tokens: 1 } },
+      key: { _tag: "ip" },
+      trustedProxies: [],
+      ipv6Prefix: 56,
+      namespace: "proxy",
+      redis: undefined,
+      onStoreFailure: "fallback",
+      maxEntries: 100_000
+    })
+    expect(c.limiter.algorithm === "token-bucket" && millis(c.limiter.refill.period)).toBe(3_000)
+    expect(millis(c.timeout)).toBe(30_000)
+    expect(millis(c.shutdownTimeout)).toBe(10_000)
+    expect(millis(c.storeTimeout)).toBe(500)
+  })
+
+  it("reads every flag from its environment variable; a flag wins over its variable; empty variables are unset", () => {
+    const env = {
+      WAKUWAKU_HOST: "0.0.0.0",
+      WAKUWAKU_PORT: "9000",
+      WAKUWAKU_SHUTDOWN_TIMEOUT: "2s",
+      WAKUWAKU_UPSTREAM: "http://app:3000/api",
+      WAKUWAKU_TIMEOUT: "1.5s",
+      WAKUWAKU_ALGORITHM: "fixed-window",
+      WAKUWAKU_LIMIT: "100",
+      WAKUWAKU_WINDOW: "1m",
+      WAKUWAKU_KEY: "header:X-Api-Key",
+      WAKUWAKU_TRUSTED_PROXIES: "10.0.0.0/8, fd00::/8",
+      WAKUWAKU_IPV6_PREFIX: "64",
+      WAKUWAKU_NAMESPACE: "edge",
+      REDIS_URL: "redis://redis:6379/2",
+      WAKUWAKU_STORE_TIMEOUT: "200ms",
+      WAKUWAKU_ON_STORE_FAILURE: "fail-open",
+      WAKUWAKU_MAX_ENTRIES: "5000",
+      WAKUWAKU_DEMO: ""
+    }
+    const c = config([], env)
+    expect(c).toMatchObject({
+      host: "0.0.0.0",
+      port: 9000,
+      upstream: { _tag: "Url", url: "http://app:3000/api" },
+      limiter: { algorithm: "fixed-window", limit: 100 },
+      key: { _tag: "header", name: "x-api-key" },
+      trustedProxies: ["10.0.0.0/8", "fd00::/8"],
+      ipv6Prefix: 64,
+      namespace: "edge",
+      redis: "redis://redis:6379/2",
+      onStoreFailure: "fail-open",
+      maxEntries: 5000
+    })
+    expect([millis(c.shutdownTimeout), millis(c.timeout), millis(c.storeTimeout)]).toEqual([2_000, 1_500, 200])
+    expect(c.limiter.algorithm === "fixed-window" && millis(c.limiter.window)).toBe(60_000)
+    expect(config(["--port=7000", "--namespace", "flag"], env)).toMatchObject({ port: 7000, namespace: "flag" })
+    expect(config(["--demo"], { WAKUWAKU_DEMO: "true" }).upstream).toEqual({ _tag: "Demo" })
+    expect(config([], { WAKUWAKU_DEMO: "1" }).upstream).toEqual({ _tag: "Demo" })
+  })
+
+  it("durations, refill rates and hop counts", () => {
+    const refill = (text: string) => {
+      const c = config(["--demo", "--refill", text])
+      return c.limiter.algorithm === "token-bucket" ? [c.limiter.refill.tokens, millis(c.limiter.refill.period)] : []
+    }
+    expect(refill("1/3s")).toEqual([1, 3_000])
+    expect(refill("10/1m")).toEqual([10, 60_000])
+    expect(refill("5/s")).toEqual([5, 1_000])
+    expect(refill("1 / 250ms")).toEqual([1, 250])
+    const timeout = (text: string) => millis(config(["--demo", "--timeout", text]).timeout)
+    expect([timeout("500ms"), timeout("1.5s"), timeout("2m"), timeout("1h"), timeout("30 seconds")]).toEqual([
+      500,
+      1_500,
+      120_000,
+      3_600_000,
+      30_000
+    ])
+    expect(config(["--demo", "--trusted-proxies", "2"]).trustedProxies).toBe(2)
+  })
+
+  it.each([
+    [["proxy", "--port"], "--port needs a value (PORT)"],
+    [["proxy", "--demo=yes"], "--demo takes no value"],
+    [["proxy", "--demo", "--demo"], "--demo is given twice"],
+    [["proxy", "extra"], "unexpected argument \"extra\""],
+    [["proxy", "--demo", "--port", "70000"], "--port: expected a port number from 0 to 65535, got \"70000\""],
+    [["proxy", "--demo", "--upstream", "http://x"], "--demo starts its own upstream: drop --upstream or --demo"],
+    [["proxy", "--upstream", "localhost:3000"], "--upstream: the upstream must be an http:// or https:// URL, got \"localhost:3000\""],
+    [["proxy", "--upstream", "/api"], "--upstream: the upstream must be an absolute http:// or https:// URL, got \"/api\""],
+    [["proxy", "--upstream", "http://x/?a=1"], "--upstream: the upstream URL must have no query, fragment or credentials, got \"http://x/?a=1\""],
+    [["proxy", "--demo", "--timeout", "0s"], "--timeout: expected a positive duration such as 500ms, 30s or 2m, got \"0s\""],
+    [["proxy", "--demo", "--timeout", "30"], "--timeout: expected a positive duration such as 500ms, 30s or 2m, got \"30\""],
+    [["proxy", "--demo", "--algorithm", "leaky-bucket"], "--algorithm: expected token-bucket or fixed-window, got \"leaky-bucket\""],
+    [["proxy", "--demo", "--window", "1m"], "--window applies to the other algorithm, not token-bucket"],
+    [["proxy", "--demo", "--algorithm", "fixed-window", "--capacity", "5"], "--capacity applies to the other algorithm, not fixed-window"],
+    [["proxy", "--demo", "--capacity", "0"], "--capacity: expected a positive whole number, got \"0\""],
+    [["proxy", "--demo", "--refill", "0/1s"], "--refill: expected N/DURATION with N at least 1, such as 1/3s or 10/1m, got \"0/1s\""],
+    [["proxy", "--demo", "--refill", "3s"], "--refill: expected N/DURATION with N at least 1, such as 1/3s or 10/1m, got \"3s\""],
+    [["proxy", "--demo", "--key", "cookie"], "--key: expected ip or header:NAME, got \"cookie\""],
+    [["proxy", "--demo", "--key", "header:"], "--key: expected a header name after header:, got \"header:\""],
+    [["proxy", "--demo", "--trusted-proxies", "10.0.0.0/8,lb.internal"], "--trusted-proxies: not an IP address or CIDR block: \"lb.internal\""],
+    [["proxy", "--demo", "--ipv6-prefix", "129"], "--ipv6-prefix: expected a prefix length from 0 to 128, got \"129\""],
+    [["proxy", "--demo", "--namespace", "a:b"], "--namespace: expected a short word (letters, digits, _ . -), got \"a:b\""],
+    [["proxy", "--demo", "--redis", "http://redis:6379"], "--redis: expected a redis:// or rediss:// URL, got \"http://redis:6379\""],
+    [["proxy", "--demo", "--on-store-failure", "retry"], "--on-store-failure: expected fail-closed, fail-open or fallback, got \"retry\""],
+    [["proxy", "--demo", "--max-entries", "-1"], "--max-entries: expected a positive whole number, got \"-1\""]
+  ])("%j: %s", (argv, message) => {
+    expect(invalid(argv)).toBe(`wakuwaku proxy: ${message} (see wakuwaku proxy --help)`)
+  })
+
+  it("names the variable when the bad value came from one", () => {
+    expect(invalid(["proxy", "--demo"], { WAKUWAKU_PORT: "eighty" })).toBe(
+      "wakuwaku proxy: WAKUWAKU_PORT: expected a port number from 0 to 65535, got \"eighty\" (see wakuwaku proxy --help)"
+    )
+    expect(invalid(["proxy"], { WAKUWAKU_UPSTREAM: "http://x", WAKUWAKU_DEMO: "1" })).toBe(
+      "wakuwaku proxy: --demo starts its own upstream: drop WAKUWAKU_UPSTREAM or --demo (see wakuwaku proxy --help)"
+    )
+  })
+})
+
+describe("running", () => {
+  it("--demo (what `npm start` runs): the seed's policy, 20 requests pass and the 21st gets 429", async () => {
+    const proxy = await startProxy(["--demo"])
+    cleanups.push(async () => {
+      proxy.child.kill("SIGTERM")
+      await proxy.exited
+    })
+    const statuses: Array<number> = []
+    for (let i = 0; i < 21; i++) statuses.push((await request(proxy.port, { path: "/hello" })).status)
+    expect(statuses).toEqual([...Array<number>(20).fill(200), 429])
+    const denied = await request(proxy.port)
+    expect(valueOf(denied, "proxy-status")).toBe("wakuwaku; error=http_request_denied")
+    expect(Number(valueOf(denied, "retry-after"))).toBeGreaterThanOrEqual(1)
+    expect(Number(valueOf(denied, "retry-after"))).toBeLessThanOrEqual(3)
+    proxy.child.kill("SIGTERM")
+    const exit = await proxy.exited
+    expect(exit.code).toBe(0)
+    expect(exit.stdout).toContain("for i in $(seq 25); do curl -s -o /dev/null -w '%{http_code}\\n' 127.0.0.1:")
+    expect(exit.stdout).toContain("limit:    token bucket \"proxy\": burst 20, 1 per 3s, per client IP")
+    expect(exit.stdout).toContain("store:    embedded")
+  })
+
+  it("a port in use: one line on stderr, exit code 1", async () => {
+    const taken = Net.createServer()
+    await new Promise<void>((resolve) => taken.listen(0, "127.0.0.1", resolve))
+    cleanups.push(() => new Promise<void>((resolve) => taken.close(() => resolve())))
+    const port = (taken.address() as Net.AddressInfo).port
+    const { code, stderr } = await runCli(["proxy", "--demo", "--host", "127.0.0.1", "--port", String(port)])
+    expect(code).toBe(1)
+    expect(stderr).toBe(`wakuwaku proxy: cannot listen: listen EADDRINUSE: address already in use 127.0.0.1:${port}\n`)
+  })
+
+  it("a Redis that cannot be reached: one line on stderr, exit code 1", async () => {
+    const port = await closedPort()
+    const { code, stderr } = await runCli(["proxy", "--demo", "--port", "0", "--redis", `redis://127.0.0.1:${port}`])
+    expect(code).toBe(1)
+    expect(stderr).toMatch(/^wakuwaku proxy: Redis connect failed \(Connection\): [^\n]+\n$/)
+  })
+})
