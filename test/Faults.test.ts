@@ -10,6 +10,7 @@ import { Chunk, Effect, Exit, Fiber, Layer, Schema, Stream } from "effect"
 import { Redis as IORedis } from "ioredis"
 import { Pipe, Rate, Redis, TokenBucket } from "wakuwaku"
 import * as RedisServer from "wakuwaku/RedisServer"
+import { request, startProxy, upstream } from "./support/proxy.js"
 import { freshNamespace } from "./support/redis.js"
 
 const failureOf = <A, E>(exit: Exit.Exit<A, E>): E => {
@@ -214,4 +215,43 @@ describe("Faults", () => {
         expect(yield* B.peek("a")).toBe(5)
       }).pipe(Effect.provide(Redis.layer({ url: server.url })))
     }).pipe(Effect.scoped), 20_000)
+
+  for (const [policy, expected] of [
+    ["fail-closed", { 503: 8 }],
+    ["fail-open", { 200: 8 }],
+    // The fallback limits in the proxy's own memory meanwhile: a fresh bucket of 5.
+    ["fallback", { 200: 5, 429: 3 }]
+  ] as const) {
+    it.live(`the HTTP proxy with Redis killed mid-run, --on-store-failure ${policy}: the statuses the docs state`, () =>
+      Effect.gen(function*() {
+        const server = yield* RedisServer.make()
+        const origin = yield* Effect.acquireRelease(
+          Effect.promise(() => upstream((_, res) => res.end("ok"))),
+          (u) => Effect.promise(() => u.close())
+        )
+        const proxy = yield* Effect.acquireRelease(
+          Effect.promise(() =>
+            startProxy([
+              "--upstream", origin.url, "--redis", server.url, "--on-store-failure", policy,
+              "--capacity", "5", "--refill", "1/1h", "--store-timeout", "300ms"
+            ])
+          ),
+          (p) => Effect.promise(() => (p.child.kill("SIGTERM"), p.exited))
+        )
+        const tally = async () => {
+          const counts: Record<number, number> = {}
+          for (let i = 0; i < 8; i++) {
+            const { status } = await request(proxy.port)
+            counts[status] = (counts[status] ?? 0) + 1
+          }
+          return counts
+        }
+        // On Redis: 5 allowed, then denied.
+        expect(yield* Effect.promise(tally)).toEqual({ 200: 5, 429: 3 })
+        process.kill(server.pid, "SIGKILL")
+        const during = yield* Effect.promise(tally)
+        console.info(`proxy with Redis killed, ${policy}: ${JSON.stringify(during)}`)
+        expect(during).toEqual(expected)
+      }).pipe(Effect.scoped), 30_000)
+  }
 })
