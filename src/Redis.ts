@@ -94,6 +94,11 @@ export interface Script {
    * together.
    */
   readonly many?: Script | undefined
+  /**
+   * The script only reads: it runs as EVALSHA_RO (Redis 7+), which a read-only replica serves and which
+   * a cluster client with `scaleReads` sends to replicas.
+   */
+  readonly readOnly?: boolean | undefined
 }
 
 /**
@@ -108,6 +113,7 @@ export const script = (options: {
   readonly keys: number
   readonly variadic?: boolean | undefined
   readonly many?: Script | undefined
+  readonly readOnly?: boolean | undefined
 }): Script => internal.script(options)
 
 /**

@@ -134,7 +134,8 @@ export interface RedisCluster {
  * Starts a throwaway Redis Cluster on loopback: `masters × (1 + replicasPerMaster)` servers started as
  * {@link make} does, with `--cluster-enabled yes`, the bus port at the port + 100, a 2 s node timeout and
  * diskless replication without delay; joined with `redis-cli --cluster create`; ready once every node
- * reports `cluster_state:ok` and every replica `master_link_status:up`. Closing the scope stops every
+ * reports `cluster_state:ok`, every replica `master_link_status:up`, and every node's `CLUSTER SLOTS`
+ * lists the replicas (so that clients reading from replicas find them). Closing the scope stops every
  * node and deletes their `nodes-*.conf` files. About 3 s for 3 masters here, 7 s with 3 replicas more.
  *
  * @since 0.1.0

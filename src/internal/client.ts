@@ -101,7 +101,10 @@ export const make = (client: IORedis | Cluster, deadlines?: Deadlines): Redis.Re
     })
   }
 
-  /** EVALSHA, and EVAL when the server has lost its script cache (a restart, SCRIPT FLUSH): NOSCRIPT. */
+  /**
+   * EVALSHA, and EVAL when the server has lost its script cache (a restart, SCRIPT FLUSH): NOSCRIPT.
+   * A read-only script goes as EVALSHA_RO / EVAL_RO, which replicas serve.
+   */
   const sendScript = (
     script: Redis.Script,
     keys: ReadonlyArray<string>,
@@ -110,8 +113,15 @@ export const make = (client: IORedis | Cluster, deadlines?: Deadlines): Redis.Re
   ) =>
     send(
       () => `script ${script.name}`,
-      () => client.evalsha(script.sha1, keys.length, ...keys, ...args),
-      (cause) => isNoScript(cause) ? client.eval(script.lua, keys.length, ...keys, ...args) : undefined,
+      script.readOnly === true
+        ? () => client.call("evalsha_ro", script.sha1, keys.length, ...keys, ...args)
+        : () => client.evalsha(script.sha1, keys.length, ...keys, ...args),
+      (cause) =>
+        !isNoScript(cause)
+          ? undefined
+          : script.readOnly === true
+          ? client.call("eval_ro", script.lua, keys.length, ...keys, ...args)
+          : client.eval(script.lua, keys.length, ...keys, ...args),
       settle
     )
 

@@ -127,6 +127,7 @@ export const PEEK = memory.twin(
   Redis.script({
     name: "FixedWindow.peek",
     keys: 1,
+    readOnly: true,
     lua: `${FUNCTIONS}local w = window(ARGV[1])
 return math.max(0, w.limit - used(KEYS[1], now - math.fmod(now, w.size)))
 `

@@ -20,6 +20,7 @@ export const script = (options: {
   readonly keys: number
   readonly variadic?: boolean | undefined
   readonly many?: Redis.Script | undefined
+  readonly readOnly?: boolean | undefined
 }): Redis.Script => {
   if (options.many !== undefined && options.many.variadic !== true) {
     throw new TypeError(`wakuwaku: script ${options.name}: its many variant ${options.many.name} must be variadic`)

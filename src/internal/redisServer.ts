@@ -217,6 +217,14 @@ export const makeCluster = (
     yield* until("every replica's master_link_status:up", timeoutMs, async () =>
       (await Promise.all(clients.filter((_, i) => isReplica[i]).map((client) => client.info("replication"))))
         .every((info) => String(info).includes("master_link_status:up")))
+    if (replicas > 0) {
+      // CLUSTER SLOTS lists a replica only once its replication offset is not 0, which takes one write
+      // on its master: without it a client would see no replica to read from (scaleReads).
+      yield* Effect.promise(() => Promise.all(clients.filter((_, i) => !isReplica[i]).map((client) => client.flushall())))
+      yield* until("every replica listed in CLUSTER SLOTS", timeoutMs, async () =>
+        (await Promise.all(clients.map((client) => client.cluster("SLOTS") as Promise<Array<Array<unknown>>>)))
+          .every((ranges) => ranges.every((range) => range.length >= 3 + replicas)))
+    }
     return Object.freeze({
       nodes,
       masters: nodes.filter((_, i) => !isReplica[i]),

@@ -166,6 +166,7 @@ export const PEEK = memory.twin(
   Redis.script({
     name: "TokenBucket.peek",
     keys: 1,
+    readOnly: true,
     lua: `${FUNCTIONS}return math.floor(level(KEYS[1], shape(ARGV[1])))
 `
   }),
