@@ -1,0 +1,40 @@
+/**
+ * The proxy benchmark's reference: the least a Node reverse proxy can do, with no Effect, no limiter
+ * and no header rewriting: node:http in, `http.request` out on a keep-alive agent, bodies piped both
+ * ways. It shows what forwarding alone costs on this machine.
+ *
+ * `tsx test/bench/rawProxy.ts <port> <upstream URL>` prints `listening <url>` once ready and runs
+ * until SIGTERM or SIGINT.
+ */
+import * as http from "node:http"
+
+const [portArg, upstreamArg] = process.argv.slice(2)
+if (portArg === undefined || upstreamArg === undefined) {
+  console.error("usage: tsx test/bench/rawProxy.ts <port> <upstream URL>")
+  process.exit(2)
+}
+const upstream = new URL(upstreamArg)
+const agent = new http.Agent({ keepAlive: true, maxSockets: Infinity })
+
+const server = http.createServer((request, response) => {
+  const forward = http.request(
+    { host: upstream.hostname, port: upstream.port, method: request.method, path: request.url, headers: request.headers, agent },
+    (reply) => {
+      response.writeHead(reply.statusCode ?? 502, reply.headers)
+      reply.pipe(response)
+    }
+  )
+  forward.on("error", () => {
+    response.writeHead(502)
+    response.end()
+  })
+  request.pipe(forward)
+})
+server.keepAliveTimeout = 60_000
+server.listen(Number(portArg), "127.0.0.1", () => console.log(`listening http://127.0.0.1:${portArg}`))
+const stop = () => {
+  server.close(() => process.exit(0))
+  server.closeAllConnections()
+}
+process.once("SIGTERM", stop)
+process.once("SIGINT", stop)
