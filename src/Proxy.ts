@@ -1,11 +1,16 @@
 /**
- * Proxy: a reverse proxy built on @effect/platform's `HttpServer` and `HttpClient`, to put a rate
- * limiter (`wakuwaku/http`'s `RateLimit.middleware`) in front of a service that has none. It is what
- * `wakuwaku proxy` runs. Import it from `wakuwaku/Proxy`; it needs `@effect/platform` and
+ * Proxy: a reverse proxy built on @effect/platform's `HttpServer` (Node) and node:http's `request`, to
+ * put a rate limiter (`wakuwaku/http`'s `RateLimit.middleware`) in front of a service that has none. It
+ * is what `wakuwaku proxy` runs. Import it from `wakuwaku/Proxy`; it needs `@effect/platform` and
  * `@effect/platform-node` (optional peers, which the core `wakuwaku` never loads).
  *
  * {@link make} is an `HttpApp` that forwards each request to one upstream and streams the response
  * back; {@link serve} runs an app on a Node HTTP server with a graceful shutdown.
+ *
+ * **Why node:http and not `HttpClient`.** Forwarding through @effect/platform's `HttpClient` cost about
+ * 0.84 ms of CPU per request on a 2-core machine, most of the proxy's cost; {@link make} pipes the raw
+ * Node request into `http.request` on a keep-alive agent instead, and hands the upstream's response to
+ * the Node server as a raw body (docs/http.md, "Overhead", has the figures).
  *
  * **What it forwards.** The method, the path and query (after the upstream URL's own path), the
  * headers and the body. Bodies stream in both directions, never buffered, with backpressure both ways:
@@ -71,11 +76,11 @@
  * @since 0.1.0
  */
 import type * as HttpApp from "@effect/platform/HttpApp"
-import type * as HttpClient from "@effect/platform/HttpClient"
 import type * as HttpServer from "@effect/platform/HttpServer"
 import type * as HttpServerError from "@effect/platform/HttpServerError"
 import type * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import type * as HttpServerResponse from "@effect/platform/HttpServerResponse"
+import type * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import * as Data from "effect/Data"
 import type * as Duration from "effect/Duration"
 import type * as Layer from "effect/Layer"
@@ -113,13 +118,18 @@ export interface Options {
  * proxy is not an address or CIDR block, or `timeout` is not a positive duration.
  *
  * Its error channel is empty: every failure of the upstream becomes a response (see the table in the
- * module documentation). It needs an `HttpClient`; {@link serve} provides one with keep-alive
- * connections ({@link layerClient}).
+ * module documentation). It needs the `NodeHttpClient.HttpAgent` it forwards over; {@link serve}
+ * provides keep-alive ones ({@link layerClient}), and `NodeHttpClient.makeAgentLayer(options)` makes
+ * others (TLS options for an `https://` upstream, `maxSockets`).
+ *
+ * It forwards the raw Node request and response, so it runs on @effect/platform-node's HTTP server
+ * ({@link serve}, `NodeHttpServer`), where a middleware may still change the response's status and
+ * headers (not its body).
  *
  * @since 0.1.0
  * @category constructors
  */
-export const make: (options: Options) => HttpApp.Default<never, HttpClient.HttpClient> = internal.make
+export const make: (options: Options) => HttpApp.Default<never, NodeHttpClient.HttpAgent> = internal.make
 
 /**
  * Options of {@link serve}.
@@ -156,16 +166,18 @@ export const serve: <E, R>(
 ) => Layer.Layer<
   HttpServer.HttpServer,
   HttpServerError.ServeError,
-  Exclude<R, HttpClient.HttpClient | HttpServerRequest.HttpServerRequest | Scope.Scope>
+  Exclude<R, NodeHttpClient.HttpAgent | HttpServerRequest.HttpServerRequest | Scope.Scope>
 > = internalServe.serve
 
 /**
- * The upstream client {@link serve} provides: Node's `http`/`https` with a keep-alive agent.
+ * The agents {@link serve} provides {@link make} for the upstream: node:http and node:https
+ * `Agent`s with keep-alive (`NodeHttpClient.makeAgentLayer({ keepAlive: true })`), destroyed with the
+ * layer. Provide it when serving {@link make} another way.
  *
  * @since 0.1.0
  * @category layers
  */
-export const layerClient: Layer.Layer<HttpClient.HttpClient> = internalServe.layerClient
+export const layerClient: Layer.Layer<NodeHttpClient.HttpAgent> = internalServe.layerClient
 
 /**
  * Marks the responses of `app` that do not carry this proxy's `Proxy-Status` member (those not from the

@@ -1,7 +1,7 @@
 import type * as HttpApp from "@effect/platform/HttpApp"
-import type * as HttpClient from "@effect/platform/HttpClient"
 import type * as HttpServer from "@effect/platform/HttpServer"
 import type * as HttpServerError from "@effect/platform/HttpServerError"
+import type * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import { Layer } from "effect"
 import { describe, expectTypeOf, it } from "vitest"
 import { Capability, Rate, Redis, TokenBucket } from "wakuwaku"
@@ -13,11 +13,11 @@ const forward = Proxy.make({ upstream: "http://127.0.0.1:3000" })
 const limited = RateLimit.middleware({ limiter: LIMIT, onStoreFailure: "fail-closed" })(forward)
 
 describe("Proxy types", () => {
-  it("make is an app that needs only an HttpClient and never fails", () => {
-    expectTypeOf(forward).toEqualTypeOf<HttpApp.Default<never, HttpClient.HttpClient>>()
+  it("make is an app that needs only the agents it forwards over and never fails", () => {
+    expectTypeOf(forward).toEqualTypeOf<HttpApp.Default<never, NodeHttpClient.HttpAgent>>()
   })
 
-  it("serve provides the HttpClient and keeps the limiter's requirements", () => {
+  it("serve provides the agents and keeps the limiter's requirements", () => {
     const layer = Proxy.serve(limited, { port: 0 })
     expectTypeOf(layer).toEqualTypeOf<
       Layer.Layer<HttpServer.HttpServer, HttpServerError.ServeError, Redis.Redis | Capability.Write<TokenBucket.Entity>>

@@ -4,8 +4,8 @@
  * measured), and raw-header clients.
  */
 import type * as HttpApp from "@effect/platform/HttpApp"
-import type * as HttpClient from "@effect/platform/HttpClient"
 import * as HttpServer from "@effect/platform/HttpServer"
+import type * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import { Context, Effect, Exit, Layer, Logger, Scope } from "effect"
 import type * as Http from "node:http"
 import * as Net from "node:net"
@@ -49,7 +49,7 @@ const captureLogs = Logger.replace(
 )
 
 /** Serves `app` with `Proxy.serve` on a free loopback port, with an embedded store, until the test ends. */
-const serve = async (app: HttpApp.Default<unknown, HttpClient.HttpClient | Redis.ReadWrite>): Promise<number> => {
+const serve = async (app: HttpApp.Default<unknown, NodeHttpClient.HttpAgent | Redis.ReadWrite>): Promise<number> => {
   const scope = Effect.runSync(Scope.make())
   const context = await Effect.runPromise(
     Layer.buildWithScope(

@@ -34,14 +34,17 @@ export const connectionOptions = (value: string | ReadonlyArray<string> | undefi
 export const endToEnd = <V extends string | ReadonlyArray<string>>(
   headers: Readonly<Record<string, V | undefined>>
 ): Record<string, V> => {
-  const named = new Set([
-    ...connectionOptions(headers["connection"]),
-    ...connectionOptions(headers["proxy-connection"])
-  ])
+  const connection = headers["connection"]
+  const proxyConnection = headers["proxy-connection"]
+  // Runs twice per request: no set unless a Connection header names something.
+  const named: ReadonlySet<string> | undefined = connection === undefined && proxyConnection === undefined
+    ? undefined
+    : new Set([...connectionOptions(connection), ...connectionOptions(proxyConnection)])
   const out: Record<string, V> = {}
-  for (const [name, value] of Object.entries(headers)) {
+  for (const name in headers) {
+    const value = headers[name]
     const key = name.toLowerCase()
-    if (value === undefined || HOP_BY_HOP_SET.has(key) || named.has(key)) continue
+    if (value === undefined || HOP_BY_HOP_SET.has(key) || named?.has(key) === true) continue
     out[key] = value
   }
   return out

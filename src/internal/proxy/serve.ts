@@ -1,6 +1,5 @@
 /** @internal Running an app on a Node HTTP server, with a graceful, bounded shutdown. */
 import type * as HttpApp from "@effect/platform/HttpApp"
-import type * as HttpClient from "@effect/platform/HttpClient"
 import * as HttpServer from "@effect/platform/HttpServer"
 import type * as HttpServerError from "@effect/platform/HttpServerError"
 import type * as HttpServerRequest from "@effect/platform/HttpServerRequest"
@@ -15,10 +14,11 @@ import * as Http from "node:http"
 import type * as Proxy from "../../Proxy.js"
 import { identify } from "./forward.js"
 
-/** @internal The upstream client: node:http with a keep-alive agent, so connections to the upstream are reused. */
-export const layerClient: Layer.Layer<HttpClient.HttpClient> = NodeHttpClient.layerWithoutAgent.pipe(
-  Layer.provide(NodeHttpClient.makeAgentLayer({ keepAlive: true }))
-)
+/**
+ * @internal The agents the proxy forwards over: node:http and node:https keep-alive agents, so connections
+ * to the upstream are reused; destroyed (their sockets closed) when the layer's scope closes.
+ */
+export const layerClient: Layer.Layer<NodeHttpClient.HttpAgent> = NodeHttpClient.makeAgentLayer({ keepAlive: true })
 
 /**
  * @internal Stops accepting, closes idle connections (again and again, as in-flight responses finish and
@@ -44,7 +44,7 @@ export const serve = <E, R>(
 ): Layer.Layer<
   HttpServer.HttpServer,
   HttpServerError.ServeError,
-  Exclude<R, HttpClient.HttpClient | HttpServerRequest.HttpServerRequest | Scope.Scope>
+  Exclude<R, NodeHttpClient.HttpAgent | HttpServerRequest.HttpServerRequest | Scope.Scope>
 > =>
   Layer.scoped(
     HttpServer.HttpServer,
@@ -62,5 +62,5 @@ export const serve = <E, R>(
     HttpServer.HttpServer,
     HttpServerError.ServeError,
     // The same set as the nested `Exclude`s the compiler computes, which it cannot prove equal for a generic R.
-    Exclude<R, HttpClient.HttpClient | HttpServerRequest.HttpServerRequest | Scope.Scope>
+    Exclude<R, NodeHttpClient.HttpAgent | HttpServerRequest.HttpServerRequest | Scope.Scope>
   >

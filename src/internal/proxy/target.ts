@@ -1,8 +1,16 @@
 /** @internal Where a request goes: the upstream URL and the request target. Free of @effect/platform. */
 
-/** @internal The upstream as an origin (`http://host:port`) and a base path without its trailing slash. */
+/**
+ * @internal The upstream: its origin (`http://host:port`), what `http.request` needs to reach it, and a
+ * base path without its trailing slash.
+ */
 export interface Upstream {
   readonly origin: string
+  readonly protocol: "http:" | "https:"
+  /** The host name or address, an IPv6 address without its brackets. */
+  readonly hostname: string
+  /** The port; the scheme's default when the URL gives none. */
+  readonly port: number
   readonly basePath: string
 }
 
@@ -24,7 +32,14 @@ export const parseUpstream = (input: string | URL): Upstream => {
   if (url.search !== "" || url.hash !== "" || url.username !== "" || url.password !== "") {
     throw new TypeError(`the upstream URL must have no query, fragment or credentials, got ${JSON.stringify(text)}`)
   }
-  return { origin: url.origin, basePath: url.pathname.replace(/\/+$/, "") }
+  const protocol = url.protocol === "https:" ? "https:" : "http:"
+  return {
+    origin: url.origin,
+    protocol,
+    hostname: url.hostname.replace(/^\[(.*)\]$/, "$1"),
+    port: url.port === "" ? (protocol === "https:" ? 443 : 80) : Number(url.port),
+    basePath: url.pathname.replace(/\/+$/, "")
+  }
 }
 
 /** @internal The path and query of a request target, also of the absolute form (`GET http://host/p?q`). */
@@ -38,6 +53,5 @@ export const pathAndQuery = (target: string): string => {
   }
 }
 
-/** @internal The URL the upstream is sent a request for `target`. */
-export const upstreamUrl = (upstream: Upstream, target: string): string =>
-  upstream.origin + upstream.basePath + pathAndQuery(target)
+/** @internal The path (and query) the upstream is sent a request for `target`. */
+export const upstreamPath = (upstream: Upstream, target: string): string => upstream.basePath + pathAndQuery(target)
