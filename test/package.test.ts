@@ -25,11 +25,22 @@ describe("package", () => {
     expect(pkg.exports["."]).toEqual({ types: "./dist/index.d.ts", default: "./dist/index.js" })
     expect(existsSync(new URL("../dist/index.js", import.meta.url))).toBe(true)
     expect(existsSync(new URL("../dist/index.d.ts", import.meta.url))).toBe(true)
+    // The subpaths and the command, each built.
+    for (const [subpath, file] of [["./RedisServer", "RedisServer"], ["./http", "http"], ["./Proxy", "Proxy"]] as const) {
+      expect(pkg.exports[subpath]).toEqual({ types: `./dist/${file}.d.ts`, default: `./dist/${file}.js` })
+      expect(existsSync(new URL(`../dist/${file}.js`, import.meta.url)), file).toBe(true)
+    }
+    expect(pkg.bin).toEqual({ wakuwaku: "dist/bin.js" })
   })
 
-  it("the root exports the namespaces Capability, Lock, Pipe, Rate, Redis, RwLock and TokenBucket", async () => {
+  it("the built command answers --help from plain Node", async () => {
+    const { stdout } = await run(process.execPath, ["dist/bin.js", "proxy", "--help"], { cwd: root })
+    expect(stdout).toContain("Usage: wakuwaku proxy [flags]")
+  })
+
+  it("the root exports the namespaces Capability, FixedWindow, Lock, Pipe, Rate, Redis, RwLock and TokenBucket", async () => {
     const { stdout } = await node(`import("wakuwaku").then((m) => console.log(JSON.stringify(Object.keys(m))))`)
-    expect(JSON.parse(stdout)).toEqual(["Capability", "Lock", "Pipe", "Rate", "Redis", "RwLock", "TokenBucket"])
+    expect(JSON.parse(stdout)).toEqual(["Capability", "FixedWindow", "Lock", "Pipe", "Rate", "Redis", "RwLock", "TokenBucket"])
   })
 
   it("the built entry runs against Redis from plain Node", async () => {
