@@ -254,4 +254,12 @@ describe("Faults", () => {
         expect(during).toEqual(expected)
       }).pipe(Effect.scoped), 30_000)
   }
+
+  // Last in the file (tests in a file run in order): every fault above has ended, and nothing of them
+  // still runs. Fibers forked into a scope (renewals, receivers, sweeps) are roots while they live.
+  it.effect("no fiber outlives the faults: only this test's own fiber is left", () =>
+    Effect.gen(function*() {
+      const roots = yield* Fiber.roots
+      expect(roots.length).toBe(1)
+    }))
 })
