@@ -1,14 +1,11 @@
 /** @internal */
 import * as Duration from "effect/Duration"
-import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
 import type * as FixedWindow from "../FixedWindow.js"
 import * as Redis from "../Redis.js"
-import * as access from "./access.js"
 import * as key from "./key.js"
+import * as limiter from "./limiter.js"
 import { MANY, NOW_US } from "./lua.js"
 import * as memory from "./memory.js"
-import { decodeAdmissionOf } from "./tokenBucket.js"
 
 const KIND = "FixedWindow"
 
@@ -138,64 +135,16 @@ return math.max(0, w.limit - used(KEYS[1], now - math.fmod(now, w.size)))
   }
 )
 
-const isInt = (u: unknown): u is number => typeof u === "number" && Number.isSafeInteger(u)
-
-const unexpected = (operation: string, reply: unknown) =>
-  new Redis.RedisError({ reason: "Reply", operation, cause: new Error(`unexpected reply ${JSON.stringify(reply)}`) })
-
-const decodeAdmission = decodeAdmissionOf(ACQUIRE)
-
-type Failure = Redis.RedisError | Redis.InvalidInput
-
-class WindowImpl<Name extends Redis.KeyName> implements FixedWindow.FixedWindow<Name> {
-  /** The window's parameters, as the scripts take them: "<limit> <window µs>". */
-  private readonly shape: string
-  private readonly label: string
-  constructor(readonly namespace: string, readonly limit: number, readonly window: Duration.Duration, micros: bigint) {
-    this.shape = `${limit} ${micros}`
-    this.label = `FixedWindow(${namespace})`
+class WindowImpl<Name extends Redis.KeyName> extends limiter.Limiter<Name, FixedWindow.Entity>
+  implements FixedWindow.FixedWindow<Name>
+{
+  constructor(namespace: string, readonly limit: number, readonly window: Duration.Duration, micros: bigint) {
+    // The scripts take the window as "<limit> <window µs>".
+    super(KIND, entity, namespace, `${limit} ${micros}`, { acquire: ACQUIRE, peek: PEEK })
     Object.freeze(this)
   }
 
-  private keyOf(operation: string, name: Name): string | Redis.InvalidInput {
-    const encoded = key.encodeNameOf(this.label, operation, name)
-    return Either.isRight(encoded) ? key.itemKey(KIND, this.namespace, encoded.right) : encoded.left
-  }
-
-  readonly acquire = (name: Name, cost: number) => {
-    if (!isInt(cost) || cost < 0) {
-      return Effect.fail(
-        new Redis.InvalidInput({
-          operation: `${this.label}.acquire`,
-          argument: "cost",
-          message: `cost must be a non-negative safe integer, got ${String(cost)}`
-        })
-      )
-    }
-    const k = this.keyOf("acquire", name)
-    if (typeof k !== "string") return Effect.fail(k)
-    const keys = [k]
-    const args = [this.shape, String(cost)]
-    return access.write(entity, (redis) => Effect.flatMap(redis.script(ACQUIRE, keys, args), decodeAdmission))
-  }
-
-  readonly reset = (name: Name): Effect.Effect<boolean, Failure, FixedWindow.Requirements<"write">> => {
-    const k = this.keyOf("reset", name)
-    if (typeof k !== "string") return Effect.fail(k)
-    return access.write(entity, (redis) =>
-      Effect.flatMap(redis.command("DEL", [k]), (reply) =>
-        reply === 0 || reply === 1 ? Effect.succeed(reply === 1) : Effect.fail(unexpected("DEL", reply))))
-  }
-
-  readonly peek = (name: Name): Effect.Effect<number, Failure, FixedWindow.Requirements<"read">> => {
-    const k = this.keyOf("peek", name)
-    if (typeof k !== "string") return Effect.fail(k)
-    return access.read(entity, (redis) =>
-      Effect.flatMap(redis.script(PEEK, [k], [this.shape]), (reply) =>
-        isInt(reply) ? Effect.succeed(reply) : Effect.fail(unexpected(`script ${PEEK.name}`, reply))))
-  }
-
-  toString() {
+  override toString() {
     return `${this.label}: ${this.limit} per ${Duration.format(this.window)}`
   }
 }

@@ -1,14 +1,9 @@
 /** @internal */
-import * as Data from "effect/Data"
-import * as Duration from "effect/Duration"
-import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
-import * as Option from "effect/Option"
 import * as Rate from "../Rate.js"
 import * as Redis from "../Redis.js"
 import type * as TokenBucket from "../TokenBucket.js"
-import * as access from "./access.js"
 import * as key from "./key.js"
+import * as limiter from "./limiter.js"
 import { MANY, NOW_US } from "./lua.js"
 import * as memory from "./memory.js"
 
@@ -174,83 +169,21 @@ export const PEEK = memory.twin(
 )
 
 /** @internal */
-export const Admission = Data.taggedEnum<TokenBucket.Admission>()
+export const Admission = limiter.Admission
 
-const isInt = (u: unknown): u is number => typeof u === "number" && Number.isSafeInteger(u)
-
-type Failure = Redis.RedisError | Redis.InvalidInput
-
-class BucketImpl<Name extends Redis.KeyName> implements TokenBucket.TokenBucket<Name> {
-  /** The bucket's parameters, as the scripts take them: "<capacity> <tokens per period> <period µs>". */
-  private readonly shape: string
-  private readonly label: string
-  constructor(readonly namespace: string, readonly capacity: number, readonly rate: Rate.Rate) {
-    this.shape = `${capacity} ${rate.tokens} ${rate.periodMicros}`
-    this.label = `TokenBucket(${namespace})`
+class BucketImpl<Name extends Redis.KeyName> extends limiter.Limiter<Name, TokenBucket.Entity>
+  implements TokenBucket.TokenBucket<Name>
+{
+  constructor(namespace: string, readonly capacity: number, readonly rate: Rate.Rate) {
+    // The scripts take the bucket as "<capacity> <tokens per period> <period µs>".
+    super(KIND, entity, namespace, `${capacity} ${rate.tokens} ${rate.periodMicros}`, { acquire: ACQUIRE, peek: PEEK })
     Object.freeze(this)
   }
 
-  /** The key of `name`, or why it has none. */
-  private keyOf(operation: string, name: Name): string | Redis.InvalidInput {
-    const encoded = key.encodeNameOf(this.label, operation, name)
-    return Either.isRight(encoded) ? key.itemKey(KIND, this.namespace, encoded.right) : encoded.left
-  }
-
-  readonly acquire = (
-    name: Name,
-    cost: number
-  ): Effect.Effect<TokenBucket.Admission, Failure, TokenBucket.Requirements<"write">> => {
-    if (!isInt(cost) || cost < 0) {
-      return Effect.fail(
-        new Redis.InvalidInput({
-          operation: `${this.label}.acquire`,
-          argument: "cost",
-          message: `cost must be a non-negative safe integer, got ${String(cost)}`
-        })
-      )
-    }
-    const k = this.keyOf("acquire", name)
-    if (typeof k !== "string") return Effect.fail(k)
-    const keys = [k]
-    const args = [this.shape, String(cost)]
-    return access.write(entity, (redis) => Effect.flatMap(redis.script(ACQUIRE, keys, args), decodeAdmission))
-  }
-
-  readonly reset = (name: Name): Effect.Effect<boolean, Failure, TokenBucket.Requirements<"write">> => {
-    const k = this.keyOf("reset", name)
-    if (typeof k !== "string") return Effect.fail(k)
-    return access.write(entity, (redis) =>
-      Effect.flatMap(redis.command("DEL", [k]), (reply) =>
-        reply === 0 || reply === 1 ? Effect.succeed(reply === 1) : Effect.fail(unexpected("DEL", reply))))
-  }
-
-  readonly peek = (name: Name): Effect.Effect<number, Failure, TokenBucket.Requirements<"read">> => {
-    const k = this.keyOf("peek", name)
-    if (typeof k !== "string") return Effect.fail(k)
-    return access.read(entity, (redis) =>
-      Effect.flatMap(redis.script(PEEK, [k], [this.shape]), (reply) =>
-        isInt(reply) ? Effect.succeed(reply) : Effect.fail(unexpected(`script ${PEEK.name}`, reply))))
-  }
-
-  toString() {
+  override toString() {
     return `${this.label}: capacity ${this.capacity}, ${String(this.rate)}`
   }
 }
-
-const unexpected = (operation: string, reply: unknown) =>
-  new Redis.RedisError({ reason: "Reply", operation, cause: new Error(`unexpected reply ${JSON.stringify(reply)}`) })
-
-/** @internal Decodes {allowed, retry_ms, remaining} (retry_ms -1: never); `script` names a bad reply. */
-export const decodeAdmissionOf = (script: Redis.Script) => (reply: unknown): Effect.Effect<TokenBucket.Admission, Redis.RedisError> => {
-  if (Array.isArray(reply) && reply.length === 3 && isInt(reply[0]) && isInt(reply[1]) && isInt(reply[2])) {
-    const [allowed, retry, remaining] = reply as [number, number, number]
-    if (allowed === 1) return Effect.succeed(Admission.Allowed({ remaining }))
-    return Effect.succeed(Admission.Denied({ retryAfter: retry < 0 ? Option.none() : Option.some(Duration.millis(retry)) }))
-  }
-  return Effect.fail(unexpected(`script ${script.name}`, reply))
-}
-
-const decodeAdmission = decodeAdmissionOf(ACQUIRE)
 
 const MAX_FILL_MICROS = 1e17
 

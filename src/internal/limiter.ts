@@ -1,0 +1,98 @@
+/**
+ * @internal What TokenBucket and FixedWindow share: one key per name, an acquire script replying
+ * {allowed, retry_ms, remaining}, a read-only peek script, and reset by DEL. Each passes its kind,
+ * entity, scripts and the parameters the scripts take (its `shape`).
+ */
+import * as Data from "effect/Data"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Option from "effect/Option"
+import type * as Capability from "../Capability.js"
+import * as Redis from "../Redis.js"
+import type * as TokenBucket from "../TokenBucket.js"
+import * as access from "./access.js"
+import * as key from "./key.js"
+
+/** @internal */
+export const Admission = Data.taggedEnum<TokenBucket.Admission>()
+
+const isInt = (u: unknown): u is number => typeof u === "number" && Number.isSafeInteger(u)
+
+const unexpected = (operation: string, reply: unknown) =>
+  new Redis.RedisError({ reason: "Reply", operation, cause: new Error(`unexpected reply ${JSON.stringify(reply)}`) })
+
+/** @internal Decodes {allowed, retry_ms, remaining} (retry_ms -1: never); `script` names a bad reply. */
+export const decodeAdmissionOf = (script: Redis.Script) =>
+(reply: unknown): Effect.Effect<TokenBucket.Admission, Redis.RedisError> => {
+  if (Array.isArray(reply) && reply.length === 3 && isInt(reply[0]) && isInt(reply[1]) && isInt(reply[2])) {
+    const [allowed, retry, remaining] = reply as [number, number, number]
+    if (allowed === 1) return Effect.succeed(Admission.Allowed({ remaining }))
+    return Effect.succeed(Admission.Denied({ retryAfter: retry < 0 ? Option.none() : Option.some(Duration.millis(retry)) }))
+  }
+  return Effect.fail(unexpected(`script ${script.name}`, reply))
+}
+
+type Failure = Redis.RedisError | Redis.InvalidInput
+
+/** @internal The operations of a one-key-per-name limiter of `kind`. */
+export class Limiter<Name extends Redis.KeyName, E extends Capability.AnyEntity> {
+  private readonly decode: (reply: unknown) => Effect.Effect<TokenBucket.Admission, Redis.RedisError>
+  constructor(
+    private readonly kind: string,
+    private readonly entity: E,
+    readonly namespace: string,
+    /** The limiter's parameters, as its scripts take them. */
+    private readonly shape: string,
+    private readonly scripts: { readonly acquire: Redis.Script; readonly peek: Redis.Script }
+  ) {
+    this.decode = decodeAdmissionOf(scripts.acquire)
+  }
+
+  get label() {
+    return `${this.kind}(${this.namespace})`
+  }
+
+  /** The key of `name`, or why it has none. */
+  private keyOf(operation: string, name: Name): string | Redis.InvalidInput {
+    const encoded = key.encodeNameOf(this.label, operation, name)
+    return Either.isRight(encoded) ? key.itemKey(this.kind, this.namespace, encoded.right) : encoded.left
+  }
+
+  readonly acquire = (
+    name: Name,
+    cost: number
+  ): Effect.Effect<TokenBucket.Admission, Failure, Redis.Redis | Capability.Write<E>> => {
+    if (!isInt(cost) || cost < 0) {
+      return Effect.fail(
+        new Redis.InvalidInput({
+          operation: `${this.label}.acquire`,
+          argument: "cost",
+          message: `cost must be a non-negative safe integer, got ${String(cost)}`
+        })
+      )
+    }
+    const k = this.keyOf("acquire", name)
+    if (typeof k !== "string") return Effect.fail(k)
+    const keys = [k]
+    const args = [this.shape, String(cost)]
+    return access.write(this.entity, (redis) => Effect.flatMap(redis.script(this.scripts.acquire, keys, args), this.decode))
+  }
+
+  readonly reset = (name: Name): Effect.Effect<boolean, Failure, Redis.Redis | Capability.Write<E>> => {
+    const k = this.keyOf("reset", name)
+    if (typeof k !== "string") return Effect.fail(k)
+    return access.write(this.entity, (redis) =>
+      Effect.flatMap(redis.command("DEL", [k]), (reply) =>
+        reply === 0 || reply === 1 ? Effect.succeed(reply === 1) : Effect.fail(unexpected("DEL", reply))))
+  }
+
+  readonly peek = (name: Name): Effect.Effect<number, Failure, Redis.Redis | Capability.Read<E>> => {
+    const k = this.keyOf("peek", name)
+    if (typeof k !== "string") return Effect.fail(k)
+    const script = this.scripts.peek
+    return access.read(this.entity, (redis) =>
+      Effect.flatMap(redis.script(script, [k], [this.shape]), (reply) =>
+        isInt(reply) ? Effect.succeed(reply) : Effect.fail(unexpected(`script ${script.name}`, reply))))
+  }
+}
