@@ -37,10 +37,12 @@ import * as RedisServer from "wakuwaku/RedisServer"
 import { ACQUIRE, RELEASE } from "wakuwaku/internal/lock"
 import { clockTicks, machineTicks, median, percentile, plainClient, processTicks } from "./measure.js"
 
+/** `--quick` (development): fewer round trips, 2 timed rounds. */
+const QUICK = process.argv.includes("--quick")
 const IN_FLIGHT = 64
-const THROUGHPUT_OPS = 20_000
-const LATENCY_OPS = 2_000
-const ROUNDS = 5
+const THROUGHPUT_OPS = QUICK ? 10_000 : 20_000
+const LATENCY_OPS = QUICK ? 1_000 : 2_000
+const ROUNDS = QUICK ? 2 : 5
 const LEASE_MS = 30_000
 
 const JOBS = Lock.make<string>("bench", LEASE_MS)

@@ -28,8 +28,10 @@ import { Pipe, Redis } from "wakuwaku"
 import * as RedisServer from "wakuwaku/RedisServer"
 import { median, plainClient } from "./measure.js"
 
-const TOTAL = 20_000
-const ROUNDS = 5
+/** `--quick` (development): fewer messages, 2 timed rounds. */
+const QUICK = process.argv.includes("--quick")
+const TOTAL = QUICK ? 10_000 : 20_000
+const ROUNDS = QUICK ? 2 : 5
 const SHAPES = [1, 16] as const
 
 const Message = Schema.Struct({ seq: Schema.Number, body: Schema.String })

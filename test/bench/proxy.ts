@@ -34,13 +34,15 @@ import { attack } from "../load/attack.js"
 import { metrics } from "../load/report.js"
 import { clockTicks, machineTicks, median, processTicks } from "./measure.js"
 
-const ROUNDS = 5
-const WRK_SECONDS = 10
+/** `--quick` (development): one timed round of shorter runs. */
+const QUICK = process.argv.includes("--quick")
+const ROUNDS = QUICK ? 1 : 5
+const WRK_SECONDS = QUICK ? 3 : 10
 const WRK_CONNECTIONS = 64
 const WRK_THREADS = 2
 /** Fixed rates: one well within the proxy's capacity, one at the figure the issue suggests. */
 const FIXED_RATES = [100, 1000] as const
-const FIXED_MS = 5000
+const FIXED_MS = QUICK ? 2000 : 5000
 const ROOT = fileURLToPath(new URL("../../", import.meta.url))
 
 // ---------------------------------------------------------------------------------------------------

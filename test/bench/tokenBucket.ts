@@ -1,8 +1,9 @@
 /**
- * `npm run bench`: TokenBucket.acquire against the same Lua script sent by raw ioredis EVALSHA.
+ * `npm run bench`: TokenBucket.acquire against the same Lua script sent by raw ioredis EVALSHA, and
+ * against the peers rate-limiter-flexible and @effect/experimental's RateLimiter.
  *
- * One throwaway redis-server (RedisServer.make), three contenders on it, and the memory backend beside
- * them, rounds alternated A B C D A B C D:
+ * One throwaway redis-server (RedisServer.make), five contenders on it, and the memory backend beside
+ * them, rounds alternated A B C D E F A B C D E F:
  *
  * - wakuwaku: 256 fibers, each calling `BUCKET.acquire(name_i, 1)` in a loop, provided with a
  *   `Redis.layer({ url })` context built once, before anything is timed. The library batches acquires
@@ -12,6 +13,13 @@
  * - raw: a plain ioredis client (no auto-pipelining, default options) sending `EVALSHA` of the library's
  *   single-acquire script (ACQUIRE.sha1) with the same KEYS and ARGV, one call per acquire, 256
  *   promises kept in flight by 256 async loops.
+ * - rate-limiter-flexible: `RateLimiterRedis` (its fixed window: `points` 1 000 000 per `duration`
+ *   1000 s, the same average rate as the bucket's) on its own plain ioredis client (default options, no
+ *   auto-pipelining), `consume(name_i, 1)`, 256 promises kept in flight by 256 async loops.
+ * - @effect/experimental: `RateLimiter.consume({ key: name_i, limit: 1 000 000, window: "1000 seconds" })`
+ *   (its default algorithm, fixed window, `onExceeded: "fail"`) on its Redis store
+ *   (`RateLimiter/Redis.layerStore`, which opens its own ioredis client with default options), called
+ *   by 256 fibers in a loop as the first row.
  * - memory: the first row's loop on a `Redis.layerMemory()` context: the store is this process's
  *   memory, shared with no other process, so it is no peer of the rows above; it shows what the
  *   embedded backend costs in one process (its Redis CPU column is the idle server's).
@@ -20,6 +28,7 @@
  * refilled at 1000/s, so every acquire is allowed. Latency rounds: 3000 acquires one after another.
  * Every round starts from an empty database (FLUSHALL, untimed). Each contender gets one untimed
  * warm-up round of each kind, then 5 timed rounds of each; figures are medians over rounds with min–max.
+ * With `--quick` (development): 20 000 and 1000 acquires per round, 2 timed rounds.
  *
  * CPU per acquire (throughput rounds only): Node is `process.cpuUsage()` (user + system) of this
  * process; Redis is utime + stime of the redis-server process from /proc/<pid>/stat, in clock ticks.
@@ -29,24 +38,31 @@
  */
 import { availableParallelism } from "node:os"
 import { performance } from "node:perf_hooks"
-import { Effect, Layer } from "effect"
-import type { Context } from "effect"
+import * as RateLimiter from "@effect/experimental/RateLimiter"
+import * as RateLimiterRedis from "@effect/experimental/RateLimiter/Redis"
+import { Context, Effect, Either, Layer } from "effect"
 import { Redis as IORedis } from "ioredis"
+import { RateLimiterRedis as FlexibleRedis } from "rate-limiter-flexible"
 import { Rate, Redis, TokenBucket } from "wakuwaku"
 import * as RedisServer from "wakuwaku/RedisServer"
 import { ACQUIRE } from "wakuwaku/internal/tokenBucket"
 import { clockTicks, machineTicks, median, percentile, plainClient, processTicks } from "./measure.js"
 
+const QUICK = process.argv.includes("--quick")
 const NAMES = 10_000
 const IN_FLIGHT = 256
-const THROUGHPUT_OPS = 40_000
-const LATENCY_OPS = 3_000
-const ROUNDS = 5
+const THROUGHPUT_OPS = QUICK ? 20_000 : 40_000
+const LATENCY_OPS = QUICK ? 1_000 : 3_000
+const ROUNDS = QUICK ? 2 : 5
 const CAPACITY = 1_000_000
 const RATE = Rate.perSecond(1000)
 
 const WAKU_NAMESPACE = "bench-wakuwaku"
 const RAW_NAMESPACE = "bench-raw"
+const FLEXIBLE_PREFIX = "bench-rlf"
+const EFFECT_PREFIX = "bench-effect:"
+/** The peers' fixed window: CAPACITY points per window, the bucket's average rate (1000/s). */
+const WINDOW_SECONDS = 1000
 
 const BUCKET = TokenBucket.make<string>(WAKU_NAMESPACE, CAPACITY, RATE)
 
@@ -61,6 +77,10 @@ const ARGV_COST = "1"
 const throughputIndices: ReadonlyArray<number> = Array.from({ length: THROUGHPUT_OPS }, (_, i) => i)
 
 type Env = Context.Context<Redis.ReadWrite>
+type Limiter = RateLimiter.RateLimiter
+
+const effectConsume = (limiter: Limiter, name: string) =>
+  limiter.consume({ key: name, limit: CAPACITY, window: `${WINDOW_SECONDS} seconds`, tokens: 1 })
 
 // ---------------------------------------------------------------------------------------------------
 // The contenders
@@ -97,6 +117,29 @@ const rawThroughput = async (client: IORedis): Promise<void> => {
   await Promise.all(Array.from({ length: IN_FLIGHT }, loop))
 }
 
+const flexibleThroughput = async (limiter: FlexibleRedis): Promise<void> => {
+  let next = 0
+  const loop = async (): Promise<void> => {
+    while (next < THROUGHPUT_OPS) {
+      await limiter.consume(nameOf(next++), 1)
+    }
+  }
+  await Promise.all(Array.from({ length: IN_FLIGHT }, loop))
+}
+
+/** The same 256 fibers as wakuThroughput, calling the peer's RateLimiter service. */
+const effectThroughput = (limiter: Limiter): Promise<void> => {
+  let next = 0
+  const loop = Effect.whileLoop({
+    while: () => next < THROUGHPUT_OPS,
+    body: () => effectConsume(limiter, nameOf(next++)),
+    step: () => {}
+  })
+  return Effect.runPromise(
+    Effect.all(Array.from({ length: IN_FLIGHT }, () => loop), { concurrency: "unbounded", discard: true })
+  )
+}
+
 const wakuLatency = (env: Env, out: Float64Array): Promise<void> =>
   Effect.runPromise(
     Effect.gen(function*() {
@@ -116,8 +159,27 @@ const rawLatency = async (client: IORedis, out: Float64Array): Promise<void> => 
   }
 }
 
+const flexibleLatency = async (limiter: FlexibleRedis, out: Float64Array): Promise<void> => {
+  for (let i = 0; i < out.length; i++) {
+    const start = performance.now()
+    await limiter.consume(nameOf(i), 1)
+    out[i] = performance.now() - start
+  }
+}
+
+const effectLatency = (limiter: Limiter, out: Float64Array): Promise<void> =>
+  Effect.runPromise(
+    Effect.gen(function*() {
+      for (let i = 0; i < out.length; i++) {
+        const start = performance.now()
+        yield* effectConsume(limiter, nameOf(i))
+        out[i] = performance.now() - start
+      }
+    })
+  )
+
 /** Untimed: how many of `n` acquires each side gets allowed, to show the workload is all-allowed. */
-const countAllowed = async (env: Env, client: IORedis, n: number) => {
+const countAllowed = async (env: Env, client: IORedis, flexible: FlexibleRedis, limiter: Limiter, n: number) => {
   const waku = await Effect.runPromise(
     Effect.forEach(
       throughputIndices.slice(0, n),
@@ -134,7 +196,21 @@ const countAllowed = async (env: Env, client: IORedis, n: number) => {
       if (Array.isArray(reply) && reply[0] === 1) raw++
     }
   }
-  return { waku, raw }
+  let rlf = 0
+  for (let i = 0; i < n; i += IN_FLIGHT) {
+    const batch = throughputIndices.slice(i, Math.min(n, i + IN_FLIGHT)).map((j) =>
+      flexible.consume(nameOf(j), 1).then(() => 1, () => 0)
+    )
+    for (const ok of await Promise.all(batch)) rlf += ok
+  }
+  const effect = await Effect.runPromise(
+    Effect.forEach(
+      throughputIndices.slice(0, n),
+      (i) => Effect.map(Effect.either(effectConsume(limiter, nameOf(i))), Either.isRight),
+      { concurrency: IN_FLIGHT }
+    ).pipe(Effect.map((xs) => xs.filter((x) => x).length))
+  )
+  return { waku, raw, rlf, effect }
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -162,7 +238,14 @@ interface Contender {
   readonly latencies: Array<LatencySample>
 }
 
-const measure = async (server: RedisServer.RedisServer, env: Env, memoryEnv: Env, client: IORedis): Promise<void> => {
+const measure = async (
+  server: RedisServer.RedisServer,
+  env: Env,
+  memoryEnv: Env,
+  client: IORedis,
+  flexible: FlexibleRedis,
+  limiter: Limiter
+): Promise<void> => {
   const ticksPerSecond = clockTicks()
   const flush = () => client.flushall()
 
@@ -217,6 +300,20 @@ const measure = async (server: RedisServer.RedisServer, env: Env, memoryEnv: Env
     throughputs: [],
     latencies: []
   }
+  const rlf: Contender = {
+    label: "rate-limiter-flexible 11.4 `RateLimiterRedis.consume` (fixed window)",
+    throughput: () => flexibleThroughput(flexible),
+    latency: (out) => flexibleLatency(flexible, out),
+    throughputs: [],
+    latencies: []
+  }
+  const effectPeer: Contender = {
+    label: "@effect/experimental 0.61 `RateLimiter.consume`, Redis store (fixed window)",
+    throughput: () => effectThroughput(limiter),
+    latency: (out) => effectLatency(limiter, out),
+    throughputs: [],
+    latencies: []
+  }
   // Not a peer of the others: its store is this process's memory, shared with no other process.
   const memory: Contender = {
     label: "wakuwaku on `Redis.layerMemory()` (one process only: not comparable)",
@@ -225,7 +322,7 @@ const measure = async (server: RedisServer.RedisServer, env: Env, memoryEnv: Env
     throughputs: [],
     latencies: []
   }
-  const contenders = [waku, wakuEach, raw, memory] as const
+  const contenders = [waku, wakuEach, raw, rlf, effectPeer, memory] as const
 
   const version = String(await client.info("server")).match(/redis_version:(\S+)/)?.[1] ?? "?"
   console.log(
@@ -248,8 +345,11 @@ const measure = async (server: RedisServer.RedisServer, env: Env, memoryEnv: Env
     if (contender.latency) await timeLatency(contender)
   }
   await flush()
-  const allowed = await countAllowed(env, client, 10_000)
-  console.log(`allowed (check, untimed): wakuwaku ${allowed.waku}/10000, raw ${allowed.raw}/10000\n`)
+  const allowed = await countAllowed(env, client, flexible, limiter, 10_000)
+  console.log(
+    `allowed (check, untimed): wakuwaku ${allowed.waku}/10000, raw ${allowed.raw}/10000, ` +
+      `rate-limiter-flexible ${allowed.rlf}/10000, @effect/experimental ${allowed.effect}/10000\n`
+  )
 
   for (let round = 1; round <= ROUNDS; round++) {
     for (const contender of contenders) {
@@ -303,10 +403,18 @@ const measure = async (server: RedisServer.RedisServer, env: Env, memoryEnv: Env
 
   const w = summary(waku)
   const r = summary(raw)
+  const f = summary(rlf)
+  const e = summary(effectPeer)
   const ratio = w.throughput / r.throughput
+  const peerRatio = w.throughput / f.throughput
   const diff = w.p50 - r.p50
   console.log("\ntargets:")
   console.log(`- throughput wakuwaku/raw = ${ratio.toFixed(3)}× (target ≥ 1.0×): ${ratio >= 1 ? "MET" : "MISSED"}`)
+  console.log(
+    `- throughput wakuwaku/rate-limiter-flexible = ${peerRatio.toFixed(3)}× (target ≥ 2.5×): ` +
+      `${peerRatio >= 2.5 ? "MET" : "MISSED"}`
+  )
+  console.log(`  (wakuwaku/@effect/experimental = ${(w.throughput / e.throughput).toFixed(3)}×, no target)`)
   console.log(
     `- p50 wakuwaku − raw = ${diff >= 0 ? "+" : ""}${diff.toFixed(1)} µs (target ≤ +15 µs): ${diff <= 15 ? "MET" : "MISSED"}`
   )
@@ -324,7 +432,21 @@ const program = Effect.scoped(
     const client = yield* plainClient(server.url)
     const sha1 = yield* Effect.promise(() => client.script("LOAD", ACQUIRE.lua))
     if (sha1 !== ACQUIRE.sha1) yield* Effect.dieMessage(`SCRIPT LOAD returned ${String(sha1)}, expected ${ACQUIRE.sha1}`)
-    yield* Effect.promise(() => measure(server, env, memoryEnv, client))
+    // The peers, each on its own connection, as each would be deployed.
+    const flexibleClient = yield* plainClient(server.url)
+    const flexible = new FlexibleRedis({
+      storeClient: flexibleClient,
+      keyPrefix: FLEXIBLE_PREFIX,
+      points: CAPACITY,
+      duration: WINDOW_SECONDS
+    })
+    const limiterEnv = yield* Layer.build(
+      RateLimiter.layer.pipe(
+        Layer.provide(RateLimiterRedis.layerStore({ host: server.host, port: server.port, prefix: EFFECT_PREFIX }))
+      )
+    )
+    const limiter = Context.get(limiterEnv, RateLimiter.RateLimiter)
+    yield* Effect.promise(() => measure(server, env, memoryEnv, client, flexible, limiter))
   })
 )
 
