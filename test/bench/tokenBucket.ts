@@ -20,6 +20,8 @@
  *   (its default algorithm, fixed window, `onExceeded: "fail"`) on its Redis store
  *   (`RateLimiter/Redis.layerStore`, which opens its own ioredis client with default options), called
  *   by 256 fibers in a loop as the first row.
+ * - reference: the issue's fixed comparator, a straightforward token-bucket script (TIME, HMGET,
+ *   HSET, PEXPIRE on a hash), sent by raw ioredis EVALSHA as the raw row is, on its own keys.
  * - memory: the first row's loop on a `Redis.layerMemory()` context: the store is this process's
  *   memory, shared with no other process, so it is no peer of the rows above; it shows what the
  *   embedded backend costs in one process (its Redis CPU column is the idle server's).
@@ -74,6 +76,29 @@ const RAW_KEY_PREFIX = `@@wakuwaku:TokenBucket:${RAW_NAMESPACE}:`
 const ARGV_SHAPE = `${CAPACITY} ${RATE.tokens} ${RATE.periodMicros}`
 const ARGV_COST = "1"
 
+/**
+ * The issue's fixed comparator: a straightforward token bucket (TIME, HMGET tokens/ts, HSET, PEXPIRE).
+ * KEYS[1] the bucket (a hash); ARGV capacity, tokens per period, period µs, cost. Returns 1 or 0.
+ */
+const REFERENCE_LUA = `local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local capacity, k, period, cost = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local state = redis.call('HMGET', KEYS[1], 'tokens', 'ts')
+local tokens = tonumber(state[1]) or capacity
+local ts = tonumber(state[2]) or now
+tokens = math.min(capacity, tokens + math.max(0, now - ts) * k / period)
+local allowed = 0
+if tokens >= cost then
+  tokens = tokens - cost
+  allowed = 1
+end
+redis.call('HSET', KEYS[1], 'tokens', tokens, 'ts', now)
+redis.call('PEXPIRE', KEYS[1], math.ceil((capacity - tokens) * period / k / 1000) + 1)
+return allowed
+`
+const REFERENCE_KEY_PREFIX = "bench-reference:"
+const REFERENCE_ARGV = [String(CAPACITY), String(RATE.tokens), String(RATE.periodMicros), "1"] as const
+
 const throughputIndices: ReadonlyArray<number> = Array.from({ length: THROUGHPUT_OPS }, (_, i) => i)
 
 type Env = Context.Context<Redis.ReadWrite>
@@ -115,6 +140,24 @@ const rawThroughput = async (client: IORedis): Promise<void> => {
     }
   }
   await Promise.all(Array.from({ length: IN_FLIGHT }, loop))
+}
+
+const referenceThroughput = async (client: IORedis, sha1: string): Promise<void> => {
+  let next = 0
+  const loop = async (): Promise<void> => {
+    while (next < THROUGHPUT_OPS) {
+      await client.evalsha(sha1, 1, REFERENCE_KEY_PREFIX + nameOf(next++), ...REFERENCE_ARGV)
+    }
+  }
+  await Promise.all(Array.from({ length: IN_FLIGHT }, loop))
+}
+
+const referenceLatency = async (client: IORedis, sha1: string, out: Float64Array): Promise<void> => {
+  for (let i = 0; i < out.length; i++) {
+    const start = performance.now()
+    await client.evalsha(sha1, 1, REFERENCE_KEY_PREFIX + nameOf(i), ...REFERENCE_ARGV)
+    out[i] = performance.now() - start
+  }
 }
 
 const flexibleThroughput = async (limiter: FlexibleRedis): Promise<void> => {
@@ -244,7 +287,8 @@ const measure = async (
   memoryEnv: Env,
   client: IORedis,
   flexible: FlexibleRedis,
-  limiter: Limiter
+  limiter: Limiter,
+  referenceSha1: string
 ): Promise<void> => {
   const ticksPerSecond = clockTicks()
   const flush = () => client.flushall()
@@ -300,6 +344,13 @@ const measure = async (
     throughputs: [],
     latencies: []
   }
+  const reference: Contender = {
+    label: "reference script (TIME, HMGET, HSET, PEXPIRE), raw ioredis `evalsha`",
+    throughput: () => referenceThroughput(client, referenceSha1),
+    latency: (out) => referenceLatency(client, referenceSha1, out),
+    throughputs: [],
+    latencies: []
+  }
   const rlf: Contender = {
     label: "rate-limiter-flexible 11.4 `RateLimiterRedis.consume` (fixed window)",
     throughput: () => flexibleThroughput(flexible),
@@ -322,7 +373,7 @@ const measure = async (
     throughputs: [],
     latencies: []
   }
-  const contenders = [waku, wakuEach, raw, rlf, effectPeer, memory] as const
+  const contenders = [waku, wakuEach, raw, reference, rlf, effectPeer, memory] as const
 
   const version = String(await client.info("server")).match(/redis_version:(\S+)/)?.[1] ?? "?"
   console.log(
@@ -415,6 +466,12 @@ const measure = async (
       `${peerRatio >= 2.5 ? "MET" : "MISSED"}`
   )
   console.log(`  (wakuwaku/@effect/experimental = ${(w.throughput / e.throughput).toFixed(3)}×, no target)`)
+  const redisCpu = (c: Contender) => median(c.throughputs.map((t) => t.redisCpuUs))
+  const cpu = redisCpu(waku)
+  console.log(
+    `- Redis CPU per acquire: wakuwaku ${cpu.toFixed(1)} µs, the reference script ${redisCpu(reference).toFixed(1)} µs ` +
+      `(${(cpu / redisCpu(reference)).toFixed(2)}×; target ≤ 12 µs): ${cpu <= 12 ? "MET" : "MISSED"}`
+  )
   console.log(
     `- p50 wakuwaku − raw = ${diff >= 0 ? "+" : ""}${diff.toFixed(1)} µs (target ≤ +15 µs): ${diff <= 15 ? "MET" : "MISSED"}`
   )
@@ -446,7 +503,8 @@ const program = Effect.scoped(
       )
     )
     const limiter = Context.get(limiterEnv, RateLimiter.RateLimiter)
-    yield* Effect.promise(() => measure(server, env, memoryEnv, client, flexible, limiter))
+    const referenceSha1 = String(yield* Effect.promise(() => client.script("LOAD", REFERENCE_LUA)))
+    yield* Effect.promise(() => measure(server, env, memoryEnv, client, flexible, limiter, referenceSha1))
   })
 )
 
