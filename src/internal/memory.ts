@@ -368,8 +368,8 @@ export const many = (run: Twin, keys: number, args: number): Twin => (db, allKey
 class StoreImpl implements Redis.MemoryStore {
   readonly [StoreTypeId]: typeof StoreTypeId = StoreTypeId
   readonly db = new Db()
-  readonly killed = new Set<number>()
-  readonly wakeKilled = new Map<number, () => void>()
+  /** Open dedicated connections by id: whether each is closed, and how to wake its blocked BLMOVE. */
+  readonly connections = new Map<number, Connection>()
   nextId = 1
   get size() {
     return this.db.entries.size
@@ -504,9 +504,9 @@ const runCommand = (store: StoreImpl, name: string, args: ReadonlyArray<string |
       // CLIENT KILL ID <id>: ends that dedicated connection (a blocked BLMOVE fails at once).
       if (upper(s[0] ?? "") === "KILL" && upper(s[1] ?? "") === "ID" && s.length === 3) {
         const id = integer(s[2]!)
-        if (id <= 0 || id >= store.nextId || store.killed.has(id)) return 0
-        store.killed.add(id)
-        store.wakeKilled.get(id)?.()
+        const connection = store.connections.get(id)
+        if (connection === undefined) return 0
+        close(store, id, connection)
         return 1
       }
       throw new ReplyError(`ERR unknown subcommand '${s[0] ?? ""}' (the memory backend knows CLIENT KILL ID)`)
@@ -536,7 +536,7 @@ const atNow = <A>(store: StoreImpl, operation: string, reason: Redis.RedisErrorR
   })
 
 /** The dedicated connection's BLMOVE: moves at once if it can, else waits for a push, the timeout or a kill. */
-const blmove = (store: StoreImpl, id: number, args: ReadonlyArray<string | number>) =>
+const blmove = (connection: Connection, store: StoreImpl, args: ReadonlyArray<string | number>) =>
   Effect.gen(function*() {
     const s = args.map(String)
     if (s.length !== 5) return yield* Effect.fail(failure("Server", "BLMOVE", "ERR wrong number of arguments for 'blmove' command"))
@@ -545,7 +545,7 @@ const blmove = (store: StoreImpl, id: number, args: ReadonlyArray<string | numbe
     if (!(seconds >= 0)) return yield* Effect.fail(failure("Server", "BLMOVE", "ERR timeout is not a float or out of range"))
     const started = yield* Clock.currentTimeMillis
     while (true) {
-      if (store.killed.has(id)) return yield* Effect.fail(closedError("BLMOVE"))
+      if (connection.closed) return yield* Effect.fail(closedError("BLMOVE"))
       const moved = yield* atNow(store, "BLMOVE", "Server", () =>
         store.db.lmove(source, destination, side(s[2]!), side(s[3]!)))
       if (moved !== null) return moved
@@ -557,12 +557,12 @@ const blmove = (store: StoreImpl, id: number, args: ReadonlyArray<string | numbe
         let waiting = store.db.waiters.get(source)
         if (waiting === undefined) store.db.waiters.set(source, waiting = new Set())
         waiting.add(wake)
-        store.wakeKilled.set(id, wake)
+        connection.wake = wake
         // A push or a kill between the attempt above and this registration would find no waiter: look again.
-        if (store.killed.has(id) || store.db.entries.has(source)) wake()
+        if (connection.closed || store.db.entries.has(source)) wake()
         return Effect.sync(() => {
           store.db.waiters.get(source)?.delete(wake)
-          if (store.wakeKilled.get(id) === wake) store.wakeKilled.delete(id)
+          if (connection.wake === wake) connection.wake = undefined
         })
       })
       yield* left === Infinity ? woken : Effect.timeoutOption(woken, Duration.millis(left))
@@ -571,23 +571,37 @@ const blmove = (store: StoreImpl, id: number, args: ReadonlyArray<string | numbe
 
 const dedicated = (store: StoreImpl): Effect.Effect<Redis.Dedicated, never, Scope.Scope> =>
   Effect.acquireRelease(
-    Effect.sync(() => store.nextId++),
-    (id) => Effect.sync(() => close(store, id))
-  ).pipe(Effect.map((id): Redis.Dedicated => ({
+    Effect.sync(() => {
+      const id = store.nextId++
+      const connection: Connection = { closed: false, wake: undefined }
+      store.connections.set(id, connection)
+      return { id, connection }
+    }),
+    ({ connection, id }) => Effect.sync(() => close(store, id, connection))
+  ).pipe(Effect.map(({ connection, id }): Redis.Dedicated => ({
     id,
     command: (name, args) =>
-      store.killed.has(id)
+      connection.closed
         ? Effect.fail(closedError(name))
         : upper(name) === "BLMOVE"
-        ? blmove(store, id, args)
+        ? blmove(connection, store, args)
         : atNow(store, name, "Server", () => runCommand(store, name, args)),
-    close: Effect.sync(() => close(store, id)),
-    kill: Effect.sync(() => close(store, id))
+    close: Effect.sync(() => close(store, id, connection)),
+    kill: Effect.sync(() => close(store, id, connection))
   })))
 
-const close = (store: StoreImpl, id: number) => {
-  store.killed.add(id)
-  store.wakeKilled.get(id)?.()
+/** A dedicated connection of the memory backend. */
+interface Connection {
+  closed: boolean
+  /** Wakes its blocked BLMOVE, if any. */
+  wake: (() => void) | undefined
+}
+
+/** Closes a dedicated connection: it is forgotten, and a BLMOVE it has blocked fails at once. */
+const close = (store: StoreImpl, id: number, connection: Connection) => {
+  connection.closed = true
+  store.connections.delete(id)
+  connection.wake?.()
 }
 
 /** @internal The service over a store. */
