@@ -4,6 +4,7 @@ import { existsSync, mkdtempSync, rmSync } from "node:fs"
 import { createServer } from "node:net"
 import { tmpdir } from "node:os"
 import { delimiter, join } from "node:path"
+import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type * as Scope from "effect/Scope"
@@ -166,12 +167,21 @@ const run = (command: string, args: ReadonlyArray<string>, timeoutMs: number) =>
     })
   })
 
-/** Polls `check` every 50 ms until it holds, for at most `timeoutMs`. */
+/** A call to a node while the cluster forms; a failure is StartFailed, with what was being done. */
+const ask = <A>(what: string, call: () => Promise<A>) =>
+  Effect.tryPromise({ try: call, catch: (cause) => failure("StartFailed", `${what}: ${cause instanceof Error ? cause.message : String(cause)}`) })
+
+/**
+ * Polls `check` every 50 ms until it holds, for at most `timeoutMs` of Effect's clock. A failing check
+ * (a node not answering yet) counts as not yet.
+ */
 const until = (what: string, timeoutMs: number, check: () => Promise<boolean>) =>
   Effect.gen(function*() {
-    const deadline = Date.now() + timeoutMs
-    while (!(yield* Effect.promise(() => check().catch(() => false)))) {
-      if (Date.now() > deadline) return yield* Effect.fail(failure("Timeout", `${what} not within ${timeoutMs} ms`))
+    const deadline = (yield* Clock.currentTimeMillis) + timeoutMs
+    while (!(yield* Effect.orElseSucceed(ask(what, check), () => false))) {
+      if ((yield* Clock.currentTimeMillis) > deadline) {
+        return yield* Effect.fail(failure("Timeout", `${what} not within ${timeoutMs} ms`))
+      }
       yield* Effect.sleep("50 millis")
     }
   })
@@ -212,7 +222,7 @@ export const makeCluster = (
     )
     yield* until("cluster_state:ok on every node", timeoutMs, async () =>
       (await Promise.all(clients.map((client) => client.cluster("INFO")))).every((info) => String(info).includes("cluster_state:ok")))
-    const roles = yield* Effect.promise(() => Promise.all(clients.map((client) => client.info("replication"))))
+    const roles = yield* ask("INFO replication", () => Promise.all(clients.map((client) => client.info("replication"))))
     const isReplica = roles.map((info) => String(info).includes("role:slave"))
     yield* until("every replica's master_link_status:up", timeoutMs, async () =>
       (await Promise.all(clients.filter((_, i) => isReplica[i]).map((client) => client.info("replication"))))
@@ -220,7 +230,7 @@ export const makeCluster = (
     if (replicas > 0) {
       // CLUSTER SLOTS lists a replica only once its replication offset is not 0, which takes one write
       // on its master: without it a client would see no replica to read from (scaleReads).
-      yield* Effect.promise(() => Promise.all(clients.filter((_, i) => !isReplica[i]).map((client) => client.flushall())))
+      yield* ask("FLUSHALL on the masters", () => Promise.all(clients.filter((_, i) => !isReplica[i]).map((client) => client.flushall())))
       yield* until("every replica listed in CLUSTER SLOTS", timeoutMs, async () =>
         (await Promise.all(clients.map((client) => client.cluster("SLOTS") as Promise<Array<Array<unknown>>>)))
           .every((ranges) => ranges.every((range) => range.length >= 3 + replicas)))
