@@ -35,7 +35,7 @@ import { Mutex } from "redis-semaphore"
 import { Lock, Redis } from "wakuwaku"
 import * as RedisServer from "wakuwaku/RedisServer"
 import { ACQUIRE, RELEASE } from "wakuwaku/internal/lock"
-import { clockTicks, machineTicks, median, percentile, plainClient, processTicks } from "./measure.js"
+import { clockTicks, machineTicks, median, percentile, plainClient, otherCpuLine, processTicks, stat } from "./measure.js"
 
 /** `--quick` (development): fewer round trips, 2 timed rounds. */
 const QUICK = process.argv.includes("--quick")
@@ -268,14 +268,9 @@ const measure = async (server: RedisServer.RedisServer, env: Env, client: IORedi
     (nodeCpu.user + nodeCpu.system) / 1e6
   console.log(
     `\nlocks left held after the rounds: ${held}` +
-      `\nCPU used by other processes during the measurement: ${Math.max(0, otherSeconds).toFixed(1)} s ` +
-      `(anything above ~0.5 s means the figures are disturbed)`
+      "\n" + otherCpuLine(otherSeconds)
   )
 
-  const stat = (xs: ReadonlyArray<number>, digits: number, thousands = false) => {
-    const fmt = (x: number) => thousands ? Math.round(x).toLocaleString("en-US") : x.toFixed(digits)
-    return `${fmt(median(xs))} (${fmt(Math.min(...xs))}–${fmt(Math.max(...xs))})`
-  }
   const summary = (c: Contender) => ({
     throughput: median(c.throughputs.map((t) => t.opsPerSecond)),
     p50: median(c.latencies.map((l) => l.p50Us))

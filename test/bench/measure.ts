@@ -49,3 +49,14 @@ export const plainClient = (url: string) =>
     }),
     (client) => Effect.promise(() => client.quit().catch(() => "OK"))
   )
+
+/** A column cell: the median over rounds, then min–max; `thousands` rounds and groups digits. */
+export const stat = (xs: ReadonlyArray<number>, digits = 0, thousands = false): string => {
+  const fmt = (x: number) => thousands ? Math.round(x).toLocaleString("en-US") : x.toFixed(digits)
+  return `${fmt(median(xs))} (${fmt(Math.min(...xs))}–${fmt(Math.max(...xs))})`
+}
+
+/** The line that tells whether the machine was quiet while a benchmark measured. */
+export const otherCpuLine = (otherSeconds: number): string =>
+  `CPU used by other processes during the measurement: ${Math.max(0, otherSeconds).toFixed(1)} s ` +
+  `(anything above ~0.5 s means the figures are disturbed)`

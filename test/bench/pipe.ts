@@ -26,7 +26,7 @@ import type { Context } from "effect"
 import { Redis as IORedis } from "ioredis"
 import { Pipe, Redis } from "wakuwaku"
 import * as RedisServer from "wakuwaku/RedisServer"
-import { median, plainClient } from "./measure.js"
+import { median, plainClient, stat } from "./measure.js"
 
 /** `--quick` (development): fewer messages, 2 timed rounds. */
 const QUICK = process.argv.includes("--quick")
@@ -128,13 +128,11 @@ const measure = async (env: Env, client: IORedis, blocking: ReadonlyArray<IORedi
     }
   }
 
-  const fmt = (x: number) => Math.round(x).toLocaleString("en-US")
-  const stat = (xs: ReadonlyArray<number>) => `${fmt(median(xs))} (${fmt(Math.min(...xs))}–${fmt(Math.max(...xs))})`
   console.log("\nmedian messages/s over rounds (min–max):\n")
   console.log("| contender | 1 pipe | 16 pipes |")
   console.log("|---|---:|---:|")
   for (const c of contenders) {
-    console.log(`| ${c.label} | ${stat(c.results.get(1) ?? [])} | ${stat(c.results.get(16) ?? [])} |`)
+    console.log(`| ${c.label} | ${stat(c.results.get(1) ?? [], 0, true)} | ${stat(c.results.get(16) ?? [], 0, true)} |`)
   }
   const [waku, raw, least] = contenders
   console.log("\ntargets:")

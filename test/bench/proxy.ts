@@ -32,7 +32,7 @@ import { delimiter, join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { attack } from "../load/attack.js"
 import { metrics } from "../load/report.js"
-import { clockTicks, machineTicks, median, processTicks } from "./measure.js"
+import { clockTicks, machineTicks, median, otherCpuLine, processTicks, stat } from "./measure.js"
 
 /** `--quick` (development): one timed round of shorter runs. */
 const QUICK = process.argv.includes("--quick")
@@ -299,14 +299,9 @@ const main = async (): Promise<void> => {
     const known = (serverTicks() - serversBefore) + (childrenTicks() - childrenBefore)
     const otherSeconds = (machineTicks() - machineBefore - known) / ticksPerSecond - (self.user + self.system) / 1e6
     console.log(
-      `\nCPU used by other processes during the measurement: ${Math.max(0, otherSeconds).toFixed(1)} s ` +
-        `(anything above ~0.5 s means the figures are disturbed)`
+      "\n" + otherCpuLine(otherSeconds)
     )
 
-    const stat = (xs: ReadonlyArray<number>, digits: number, thousands = false) => {
-      const fmt = (x: number) => thousands ? Math.round(x).toLocaleString("en-US") : x.toFixed(digits)
-      return `${fmt(median(xs))} (${fmt(Math.min(...xs))}–${fmt(Math.max(...xs))})`
-    }
     console.log("\nmedian over rounds (min–max):\n")
     const rateColumns = FIXED_RATES.map((rate) => `at ${rate} req/s: p50 ms | p99 ms`).join(" | ")
     console.log(`| path | wrk -c ${WRK_CONNECTIONS}: req/s | p50 ms | p99 ms | ${rateColumns} | upstream CPU µs/req | proxy CPU µs/req |`)

@@ -48,7 +48,7 @@ import { RateLimiterRedis as FlexibleRedis } from "rate-limiter-flexible"
 import { Rate, Redis, TokenBucket } from "wakuwaku"
 import * as RedisServer from "wakuwaku/RedisServer"
 import { ACQUIRE } from "wakuwaku/internal/tokenBucket"
-import { clockTicks, machineTicks, median, percentile, plainClient, processTicks } from "./measure.js"
+import { clockTicks, machineTicks, median, percentile, plainClient, otherCpuLine, processTicks, stat } from "./measure.js"
 
 const QUICK = process.argv.includes("--quick")
 const NAMES = 10_000
@@ -423,14 +423,9 @@ const measure = async (
   const otherSeconds = (machineTicks() - machineBefore - (processTicks(server.pid) - redisTicksBefore)) / ticksPerSecond -
     (nodeCpu.user + nodeCpu.system) / 1e6
   console.log(
-    `\nCPU used by other processes during the measurement: ${Math.max(0, otherSeconds).toFixed(1)} s ` +
-      `(anything above ~0.5 s means the figures are disturbed)`
+    "\n" + otherCpuLine(otherSeconds)
   )
 
-  const stat = (xs: ReadonlyArray<number>, digits: number, thousands = false) => {
-    const fmt = (x: number) => thousands ? Math.round(x).toLocaleString("en-US") : x.toFixed(digits)
-    return `${fmt(median(xs))} (${fmt(Math.min(...xs))}–${fmt(Math.max(...xs))})`
-  }
   const summary = (c: Contender) => ({
     throughput: median(c.throughputs.map((t) => t.opsPerSecond)),
     p50: median(c.latencies.map((l) => l.p50Us))
