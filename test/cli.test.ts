@@ -8,7 +8,7 @@ import * as Net from "node:net"
 import { afterEach, describe, expect, it } from "vitest"
 import { type Config, envNames, flagNames, parse } from "../src/internal/proxy/cli.js"
 import { spawn } from "node:child_process"
-import { cleanEnv, closedPort, outcome, request, ROOT, runCli, startProxy, valueOf } from "./support/proxy.js"
+import { cleanEnv, closedPort, outcome, REFUSE_PLATFORM, request, ROOT, runCli, startProxy, valueOf } from "./support/proxy.js"
 
 const cleanups: Array<() => Promise<unknown>> = []
 afterEach(async () => {
@@ -77,21 +77,11 @@ describe("help", () => {
 })
 
 describe("--help and bad flags answer without loading the server", () => {
-  /** A resolve hook that refuses every module of @effect/platform(-node). */
-  const HOOK = `export async function resolve(specifier, context, next) {
-    const resolved = await next(specifier, context)
-    if (/[\\\\/]node_modules[\\\\/]@effect[\\\\/]platform(-node)?[\\\\/]/.test(resolved.url)) {
-      throw new Error("refused to load " + resolved.url)
-    }
-    return resolved
-  }`
-  const REGISTER = `import { register } from "node:module"
-register(${JSON.stringify(`data:text/javascript,${encodeURIComponent(HOOK)}`)})`
   const hooked = (args: ReadonlyArray<string>) =>
     outcome(
       spawn(
         process.execPath,
-        ["--import", "tsx", "--import", `data:text/javascript,${encodeURIComponent(REGISTER)}`, "src/bin.ts", ...args],
+        ["--import", "tsx", "--import", `data:text/javascript,${encodeURIComponent(REFUSE_PLATFORM)}`, "src/bin.ts", ...args],
         { cwd: ROOT, env: cleanEnv(), stdio: ["ignore", "pipe", "pipe"] }
       )
     )

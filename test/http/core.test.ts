@@ -11,6 +11,7 @@ import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { promisify } from "node:util"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { REFUSE_PLATFORM } from "../support/proxy.js"
 
 const run = promisify(execFile)
 const ROOT = fileURLToPath(new URL("../..", import.meta.url))
@@ -18,21 +19,11 @@ const ROOT = fileURLToPath(new URL("../..", import.meta.url))
 const TMP_ROOT = join(ROOT, ".tmp", "http-core")
 const TMP = join(TMP_ROOT, `run-${process.pid}-${randomBytes(4).toString("hex")}`)
 
-/** A resolve hook that throws on any module of @effect/platform(-node). */
-const HOOK = `export async function resolve(specifier, context, next) {
-  const resolved = await next(specifier, context)
-  if (/[\\\\/]node_modules[\\\\/]@effect[\\\\/]platform(-node)?[\\\\/]/.test(resolved.url)) {
-    throw new Error("refused to load " + resolved.url)
-  }
-  return resolved
-}`
-const REGISTER = `import { register } from "node:module"
-register(${JSON.stringify(`data:text/javascript,${encodeURIComponent(HOOK)}`)})`
 
 const node = (code: string, hooked: boolean) =>
   run(
     process.execPath,
-    [...(hooked ? ["--import", `data:text/javascript,${encodeURIComponent(REGISTER)}`] : []), "--input-type=module", "-e", code],
+    [...(hooked ? ["--import", `data:text/javascript,${encodeURIComponent(REFUSE_PLATFORM)}`] : []), "--input-type=module", "-e", code],
     { cwd: TMP }
   )
 

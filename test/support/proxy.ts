@@ -237,3 +237,19 @@ export const startProxy = async (args: ReadonlyArray<string>, env?: NodeJS.Proce
   })
   return { child, pid: child.pid!, port, exited }
 }
+
+/** A resolve hook that refuses every module of @effect/platform(-node). */
+const REFUSING_HOOK = `export async function resolve(specifier, context, next) {
+  const resolved = await next(specifier, context)
+  if (/[\\\\/]node_modules[\\\\/]@effect[\\\\/]platform(-node)?[\\\\/]/.test(resolved.url)) {
+    throw new Error("refused to load " + resolved.url)
+  }
+  return resolved
+}`
+
+/**
+ * A module to `--import` (as a data URL) that registers {@link REFUSING_HOOK}: a process started with
+ * it fails at once if anything loads the platform.
+ */
+export const REFUSE_PLATFORM = `import { register } from "node:module"
+register(${JSON.stringify(`data:text/javascript,${encodeURIComponent(REFUSING_HOOK)}`)})`
