@@ -1,0 +1,53 @@
+/** docs/examples/login.ts picks its store and says which: REDIS_URL, else a throwaway server, else memory. */
+import { execFile } from "node:child_process"
+import { mkdtempSync, rmSync, symlinkSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { promisify } from "node:util"
+import { afterAll, describe, expect, it } from "vitest"
+import { ROOT } from "./support/proxy.js"
+import { redisUrl } from "./support/redis.js"
+
+const run = promisify(execFile)
+
+// A PATH that holds node and nothing else: no redis-server.
+const nodeOnly = mkdtempSync(join(tmpdir(), "wakuwaku-node-only-"))
+symlinkSync(process.execPath, join(nodeOnly, "node"))
+afterAll(() => rmSync(nodeOnly, { recursive: true, force: true }))
+
+const login = async (env: Record<string, string>) => {
+  const { REDIS_URL: _, ...inherited } = process.env
+  const { stdout } = await run(process.execPath, ["--import", "tsx", "docs/examples/login.ts"], {
+    cwd: ROOT,
+    env: { ...inherited, ...env }
+  })
+  return stdout.split("\n")
+}
+
+const expectTheBurst = (lines: ReadonlyArray<string>) => {
+  expect(lines[1]).toBe("limiter TokenBucket(login): capacity 20, 1 per 3s")
+  expect(lines[2]).toBe("attempt 1: allowed, remaining 19")
+  expect(lines[21]).toBe("attempt 20: allowed, remaining 0")
+  expect(lines[22]).toMatch(/^attempt 21: denied, retry after (2[89]\d\d|3000) ms$/)
+  expect(lines[23]).toBe("reset: bucket existed true; next attempt: Allowed")
+}
+
+describe("docs/examples/login.ts", () => {
+  it("with no REDIS_URL and no redis-server on PATH: the memory backend, said first", async () => {
+    const lines = await login({ PATH: nodeOnly })
+    expect(lines[0]).toBe("store: memory (no REDIS_URL, no redis-server on PATH): shared by nothing but this process")
+    expectTheBurst(lines)
+  }, 30_000)
+
+  it("with redis-server on PATH: a throwaway server", async () => {
+    const lines = await login({})
+    expect(lines[0]).toMatch(/^store: a throwaway redis-server at redis:\/\/127\.0\.0\.1:\d+ \(pid \d+\)$/)
+    expectTheBurst(lines)
+  }, 30_000)
+
+  it("with REDIS_URL: that Redis", async () => {
+    const lines = await login({ REDIS_URL: redisUrl })
+    expect(lines[0]).toBe(`store: Redis at ${redisUrl} (REDIS_URL)`)
+    expect(lines[2]).toMatch(/^attempt 1: allowed, remaining \d+$/)
+  }, 30_000)
+})
