@@ -14,7 +14,6 @@
  *   then the connection is dropped.
  */
 import * as Clock from "effect/Clock"
-import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
@@ -47,7 +46,7 @@ const MODE = { "at-most-once": "most", "at-least-once": "least" } as const
  * the next receiver): every send, close and beat keeps an existing in-flight list for two TTLs.
  */
 const ALIVE_FUNCTION = `local function alive(inflight, ttl)
-  if redis.call('EXISTS', inflight) == 1 then redis.call('PEXPIRE', inflight, 2 * tonumber(ttl), 'GT') end
+  redis.call('PEXPIRE', inflight, 2 * tonumber(ttl), 'GT')
 end
 `
 
@@ -64,7 +63,7 @@ end
 
 /** The twins of ALIVE_FUNCTION and SEND_FUNCTION (memory.ts). */
 const alive = (db: memory.Db, inflight: string, ttl: string) => {
-  if (db.exists(inflight) === 1) db.pexpire(inflight, 2 * Number(ttl), true)
+  db.pexpire(inflight, 2 * Number(ttl), true)
 }
 const send: memory.Twin = (db, [messages, closed, inflight], [payload, ttl]) => {
   if (db.exists(closed!) === 1) return 0
@@ -441,7 +440,6 @@ const receiver = <Name extends Redis.KeyName, A>(
     // whole TTL (each renewal waits no longer than the time left). Then the blocked BLMOVE is cut off,
     // here and on the server, and the pull fails with PipeBusy (Lost).
     const renewEvery = Duration.millis(Math.max(1, Math.floor(pipe.ttlMillis / 3)))
-    const lost = yield* Deferred.make<void>()
     yield* Effect.forkScoped(Effect.gen(function*() {
       let confirmed = opening
       while (true) {
@@ -459,18 +457,15 @@ const receiver = <Name extends Redis.KeyName, A>(
           (yield* Clock.currentTimeMillis) + Duration.toMillis(renewEvery) >= confirmed + pipe.ttlMillis
         ) {
           state.lost = true
-          yield* Deferred.succeed(lost, undefined)
           return yield* Effect.zipRight(dedicated.close, kill)
         }
       }
     }))
 
     const fetch = Effect.suspend(() => redis.script(FETCH, [receiver, inflight, messages], [token, String(state.done), batch]))
-    // A lost lease ends the wait at once, whatever the server does with the BLMOVE.
-    const block = Effect.raceFirst(
-      dedicated.command("BLMOVE", [messages, inflight, "LEFT", "RIGHT", blockSeconds]),
-      Effect.zipRight(Deferred.await(lost), Effect.fail(new Redis.RedisError({ reason: "Connection", operation: "BLMOVE", cause: new Error("the receiver's lease was lost") })))
-    )
+    // A lost lease ends the wait at once, whatever the server does with the BLMOVE: the renewal marks it
+    // lost and then closes the connection, which fails the command here.
+    const block = dedicated.command("BLMOVE", [messages, inflight, "LEFT", "RIGHT", blockSeconds])
 
     /** Hands over the next payload of the buffer, or says there is none (undefined). Synchronous. */
     const next = (): Effect.Effect<A, Option.Option<Pipe.ReceiveError>> | undefined => {
