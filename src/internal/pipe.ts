@@ -13,6 +13,8 @@
  *   move anything; then RELEASE puts the unfinished messages back at the head of `messages`, in order;
  *   then the connection is dropped.
  */
+import * as Channel from "effect/Channel"
+import * as Chunk from "effect/Chunk"
 import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -31,6 +33,9 @@ import { MANY } from "./lua.js"
 import * as memory from "./memory.js"
 
 const KIND = "Pipe"
+
+/** A pull's value at the close sentinel: the stream ends. */
+const END: unique symbol = Symbol("wakuwaku/Pipe/end")
 
 /** In-band sentinels and placeholders: never valid JSON, so never a payload. */
 const CLOSE = "!close"
@@ -468,7 +473,7 @@ const receiver = <Name extends Redis.KeyName, A>(
     const block = dedicated.command("BLMOVE", [messages, inflight, "LEFT", "RIGHT", blockSeconds])
 
     /** Hands over the next payload of the buffer, or says there is none (undefined). Synchronous. */
-    const next = (): Effect.Effect<A, Option.Option<Pipe.ReceiveError>> | undefined => {
+    const next = (): Effect.Effect<A | typeof END, Pipe.ReceiveError> | undefined => {
       while (state.at < state.buffer.length) {
         const raw = state.buffer[state.at++]!
         if (raw === BEAT) {
@@ -477,12 +482,12 @@ const receiver = <Name extends Redis.KeyName, A>(
         }
         if (raw === CLOSE) {
           state.done++
-          return Effect.fail(Option.none())
+          return Effect.succeed(END)
         }
         const decoded = pipe.decodeJson(raw)
         if (Either.isLeft(decoded)) {
           state.done++
-          return Effect.fail(Option.some(new Pipe.MessageError({ pipe: pipe.label, name: keys.name, raw, cause: decoded.left })))
+          return Effect.fail(new Pipe.MessageError({ pipe: pipe.label, name: keys.name, raw, cause: decoded.left }))
         }
         if (atLeastOnce) state.handed = true
         else state.done++
@@ -493,23 +498,22 @@ const receiver = <Name extends Redis.KeyName, A>(
       return undefined
     }
 
-    const failRedis = (error: Redis.RedisError) => Effect.fail(Option.some(state.lost ? busy("Lost") : error))
+    const failRedis = (error: Redis.RedisError) => Effect.fail(state.lost ? busy("Lost") : error)
 
     // Waits for Redis only inside `restore`; every change of `state` happens outside it, uninterruptibly,
     // so it always matches what Redis holds.
-    const pull: Effect.Effect<A, Option.Option<Pipe.ReceiveError>> = Effect.uninterruptibleMask((restore) => {
+    const pull: Effect.Effect<A | typeof END, Pipe.ReceiveError> = Effect.uninterruptibleMask((restore) => {
       if (state.handed) {
         state.handed = false
         state.done++
       }
-      const take = (): Effect.Effect<A, Option.Option<Pipe.ReceiveError>> =>
-        next() ?? fetching()
+      const take = (): Effect.Effect<A | typeof END, Pipe.ReceiveError> => next() ?? fetching()
       const fetching = () =>
         Effect.matchEffect(restore(fetch), {
           onFailure: failRedis,
           onSuccess: (reply) => {
-            if (reply === null) return Effect.fail(Option.some(busy("Lost")))
-            if (!Array.isArray(reply)) return Effect.fail(Option.some(unexpected(`script ${FETCH.name}`, reply)))
+            if (reply === null) return Effect.fail(busy("Lost"))
+            if (!Array.isArray(reply)) return Effect.fail(unexpected(`script ${FETCH.name}`, reply))
             if (reply.length === 0) return blocking()
             state.buffer = reply as Array<string>
             return take()
@@ -519,17 +523,21 @@ const receiver = <Name extends Redis.KeyName, A>(
         Effect.matchEffect(restore(block), {
           onFailure: failRedis,
           onSuccess: (moved) => {
-            if (moved === null) {
-              return Effect.fail(Option.some(new Pipe.PipeAbandoned({ pipe: pipe.label, name: keys.name, ttl: pipe.ttl })))
-            }
-            if (typeof moved !== "string") return Effect.fail(Option.some(unexpected("BLMOVE", moved)))
+            if (moved === null) return Effect.fail(new Pipe.PipeAbandoned({ pipe: pipe.label, name: keys.name, ttl: pipe.ttl }))
+            if (typeof moved !== "string") return Effect.fail(unexpected("BLMOVE", moved))
             state.buffer = [moved]
             return take()
           }
         })
       return take()
     })
-    return Stream.repeatEffectOption(pull)
+    // One message per chunk (a consumer that stops early, say with `Stream.take`, leaves nothing handed
+    // over and unread), as a channel that loops: cheaper per message than `Stream.repeatEffectOption`.
+    const loop: Channel.Channel<Chunk.Chunk<A>, unknown, Pipe.ReceiveError, unknown, void, unknown> = Channel.flatMap(
+      Channel.fromEffect(pull),
+      (a) => a === END ? Channel.void : Channel.zipRight(Channel.write(Chunk.of(a)), Channel.suspend(() => loop))
+    )
+    return Stream.fromChannel(loop)
   })
 
 /** @internal */
