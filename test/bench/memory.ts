@@ -16,7 +16,9 @@
  * The key is `@@wakuwaku:TokenBucket:m:user-<i>` (31–35 bytes) and the value `"<tokens> <µs>"` (18 bytes
  * here); memory per bucket grows with the key's length. Also printed: `MEMORY USAGE` of one key (Redis's
  * own estimate of the key, its value and its main-table entry, without the expiry entry or the tables).
- * `--quick` runs the same measurement: it is short already (about 15 s).
+ * 4. Floors, in the same server: 100 000 plain `SET … PX` keys of other shapes (pipelined, untimed), to
+ *    show what a key with a TTL costs at the least here, whatever the library stores.
+ * `--quick` runs the same measurement: it is short already (about 20 s).
  */
 import { performance } from "node:perf_hooks"
 import { Effect, Layer } from "effect"
@@ -90,6 +92,31 @@ const program = Effect.scoped(
         `${back ? "MET" : "FAILED"}`
     )
     if (!back) yield* Effect.dieMessage("DBSIZE and used_memory did not return to the baseline")
+
+    console.log("\nmemory floors: 100 000 plain `SET <key> <value> PX 600000`, bytes of used_memory per key:\n")
+    console.log("| key | value | B per key |")
+    console.log("|---|---|---:|")
+    const floors: ReadonlyArray<readonly [string, string, (i: number) => string, string]> = [
+      ["`k<i>` (2–6 B)", "`1` (a shared integer: no allocation)", (i) => `k${i}`, "1"],
+      ["`m:user-<i>` (8–12 B: namespace and name, no prefix)", "`1796046751052900` (one integer)", (i) => `m:user-${i}`, "1796046751052900"],
+      ["`m:user-<i>`", "`9 1796046751052900` (the library's 18 B)", (i) => `m:user-${i}`, "9 1796046751052900"],
+      ["`@@wakuwaku:TokenBucket:m:user-<i>` (the library's)", "`9 1796046751052900`", (i) => `@@wakuwaku:TokenBucket:m:user-${i}`, "9 1796046751052900"]
+    ]
+    for (const [keyLabel, valueLabel, keyOf, value] of floors) {
+      const bytes = yield* Effect.promise(async () => {
+        await client.flushall()
+        const before = await usedMemory(client)
+        for (let i = 0; i < BUCKETS; i += 1000) {
+          const batch = client.pipeline()
+          for (let j = i; j < i + 1000; j++) batch.set(keyOf(j), value, "PX", 600_000)
+          await batch.exec()
+        }
+        const used = (await usedMemory(client)) - before
+        await client.flushall()
+        return used / BUCKETS
+      })
+      console.log(`| ${keyLabel} | ${valueLabel} | ${bytes.toFixed(1)} |`)
+    }
   })
 )
 
