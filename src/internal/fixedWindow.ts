@@ -18,9 +18,9 @@ export const entity = Object.freeze({ kind: KIND }) as FixedWindow.Entity
  * `now - fmod(now, window)` (fmod is exact on doubles, where Lua's `%` is not). State is one string
  * "<window start µs> <count>", which expires when its window ends; a count of another window is zero.
  * - `used(key, start)` is the count of the window starting at `start`.
- * - `take(key, w, cost)` is one acquire; it returns {allowed (0|1), retry_ms (0 when allowed, -1 when
- *   cost > limit), remaining (never below 0, even if the limit was lowered mid-window)}. A denial
- *   writes nothing.
+ * - `take(key, w, cost)` is one acquire; it returns three values: allowed (0|1), retry_ms (0 when
+ *   allowed, -1 when cost > limit), remaining (never below 0, even if the limit was lowered
+ *   mid-window). A denial writes nothing.
  */
 const FUNCTIONS = `${NOW_US}local windows = {}
 local function window(s)
@@ -43,13 +43,13 @@ local function take(key, w, cost)
   local count = used(key, start)
   local left = math.ceil((start + w.size - now) / 1000)
   local remaining = math.max(0, w.limit - count)
-  if cost > w.limit then return {0, -1, remaining} end
-  if cost > remaining then return {0, left, remaining} end
+  if cost > w.limit then return 0, -1, remaining end
+  if cost > remaining then return 0, left, remaining end
   if cost > 0 then
     count = count + cost
     redis.call('SET', key, string.format('%d', start) .. ' ' .. string.format('%d', count), 'PX', string.format('%d', left))
   end
-  return {1, 0, remaining - cost}
+  return 1, 0, remaining - cost
 end
 `
 
@@ -84,21 +84,31 @@ const take = (db: memory.Db, key: string, w: Window, cost: number): memory.Reply
   return [1, 0, remaining - cost]
 }
 const acquireTwin: memory.Twin = (db, keys, argv) => take(db, keys[0]!, windowOf(argv[0]!), Number(argv[1]))
+/** {@link acquireTwin} as a call of {@link ACQUIRE_MANY} replies: an allowed call by its remaining alone. */
+const compactTwin: memory.Twin = (db, keys, argv) => {
+  const [allowed, retry, remaining] = acquireTwin(db, keys, argv) as [number, number, number]
+  return allowed === 1 ? remaining : [allowed, retry, remaining]
+}
 
 /**
  * @internal Many acquires at one server time, each as {@link ACQUIRE}, in order, each protected.
  * KEYS[i] the window of call i; ARGV[2i-1] its "<limit> <window µs>", ARGV[2i] its cost.
- * Returns one {allowed, retry_ms, remaining}, or an error reply, per call.
+ * Returns, per call: remaining when allowed (an integer, not a table: cheaper for Redis to reply),
+ * {0, retry_ms, remaining} when denied, or an error reply.
  */
 export const ACQUIRE_MANY = memory.twin(
   Redis.script({
     name: "FixedWindow.acquireMany",
     keys: 1,
     variadic: true,
-    lua: `${FUNCTIONS}local function call(key, windowArg, cost) return take(key, window(windowArg), tonumber(cost)) end
+    lua: `${FUNCTIONS}local function call(key, windowArg, cost)
+  local allowed, retry, remaining = take(key, window(windowArg), tonumber(cost))
+  if allowed == 1 then return remaining end
+  return {allowed, retry, remaining}
+end
 ${MANY("call", 1, 2)}`
   }),
-  memory.many(acquireTwin, 1, 2)
+  memory.many(compactTwin, 1, 2)
 )
 
 /**
@@ -113,7 +123,7 @@ export const ACQUIRE = memory.twin(
     name: "FixedWindow.acquire",
     keys: 1,
     many: ACQUIRE_MANY,
-    lua: `${FUNCTIONS}return take(KEYS[1], window(ARGV[1]), tonumber(ARGV[2]))
+    lua: `${FUNCTIONS}return {take(KEYS[1], window(ARGV[1]), tonumber(ARGV[2]))}
 `
   }),
   acquireTwin

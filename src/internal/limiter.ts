@@ -22,9 +22,11 @@ const isInt = (u: unknown): u is number => typeof u === "number" && Number.isSaf
 const unexpected = (operation: string, reply: unknown) =>
   new Redis.RedisError({ reason: "Reply", operation, cause: new Error(`unexpected reply ${JSON.stringify(reply)}`) })
 
-/** @internal Decodes {allowed, retry_ms, remaining} (retry_ms -1: never); `script` names a bad reply. */
+/** @internal Decodes {allowed, retry_ms, remaining} (retry_ms -1: never), or a bare remaining (allowed); `script` names a bad reply. */
 export const decodeAdmissionOf = (script: Redis.Script) =>
 (reply: unknown): Effect.Effect<TokenBucket.Admission, Redis.RedisError> => {
+  // A batch reply may say "allowed" by the remaining count alone.
+  if (isInt(reply) && reply >= 0) return Effect.succeed(Admission.Allowed({ remaining: reply }))
   if (Array.isArray(reply) && reply.length === 3 && isInt(reply[0]) && isInt(reply[1]) && isInt(reply[2])) {
     const [allowed, retry, remaining] = reply as [number, number, number]
     if (allowed === 1) return Effect.succeed(Admission.Allowed({ remaining }))

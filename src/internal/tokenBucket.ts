@@ -19,10 +19,11 @@ export const entity = Object.freeze({ kind: KIND }) as TokenBucket.Entity
  * time in µs. An absent key is a full bucket.
  * - `level(key, b)` is the level at `now`. Refill multiplies before it divides, and retry times are
  *   checked with that same expression, so a retry exactly at retryAfter sees enough tokens.
- * - `take(key, b, cost)` is one acquire; it returns {allowed (0|1), retry_ms (0 when allowed, -1 when
- *   cost > capacity), floor(tokens left)}.
+ * - `take(key, b, cost)` is one acquire; it returns three values: allowed (0|1), retry_ms (0 when
+ *   allowed, -1 when cost > capacity), floor(tokens left).
  */
-const FUNCTIONS = `${NOW_US}local shapes = {}
+const FUNCTIONS = `${NOW_US}local at = ' ' .. string.format('%d', now)
+local shapes = {}
 local function shape(s)
   local b = shapes[s]
   if b then return b end
@@ -62,9 +63,9 @@ local function take(key, b, cost)
   else
     local ttl = math.ceil((capacity - tokens) * period / k / 1000)
     if ttl < 1 then ttl = 1 end
-    redis.call('SET', key, string.format('%.17g', tokens) .. ' ' .. string.format('%d', now), 'PX', string.format('%d', ttl))
+    redis.call('SET', key, string.format('%.17g', tokens) .. at, 'PX', string.format('%d', ttl))
   end
-  return {allowed, retry, math.floor(tokens)}
+  return allowed, retry, math.floor(tokens)
 end
 `
 
@@ -116,22 +117,32 @@ const take = (db: memory.Db, key: string, b: Shape, cost: number): memory.Reply 
   return [allowed, retry, Math.floor(tokens)]
 }
 const acquireTwin: memory.Twin = (db, keys, argv) => take(db, keys[0]!, shapeOf(argv[0]!), Number(argv[1]))
+/** {@link acquireTwin} as a call of {@link ACQUIRE_MANY} replies: an allowed call by its remaining alone. */
+const compactTwin: memory.Twin = (db, keys, argv) => {
+  const [allowed, retry, remaining] = take(db, keys[0]!, shapeOf(argv[0]!), Number(argv[1])) as [number, number, number]
+  return allowed === 1 ? remaining : [allowed, retry, remaining]
+}
 
 /**
  * @internal Many acquires at one server time, each as {@link ACQUIRE}, in order, each protected: one
  * that fails (a key of the wrong type, say) takes nothing and fails alone.
  * KEYS[i] the bucket of call i; ARGV[2i-1] its shape, ARGV[2i] its cost.
- * Returns one {allowed, retry_ms, remaining}, or an error reply, per call.
+ * Returns, per call: remaining when allowed (an integer, not a table: the common reply costs Redis
+ * 1 µs less), {0, retry_ms, remaining} when denied, or an error reply.
  */
 export const ACQUIRE_MANY = memory.twin(
   Redis.script({
     name: "TokenBucket.acquireMany",
     keys: 1,
     variadic: true,
-    lua: `${FUNCTIONS}local function call(key, shapeArg, cost) return take(key, shape(shapeArg), tonumber(cost)) end
+    lua: `${FUNCTIONS}local function call(key, shapeArg, cost)
+  local allowed, retry, remaining = take(key, shape(shapeArg), tonumber(cost))
+  if allowed == 1 then return remaining end
+  return {allowed, retry, remaining}
+end
 ${MANY("call", 1, 2)}`
   }),
-  memory.many(acquireTwin, 1, 2)
+  memory.many(compactTwin, 1, 2)
 )
 
 /**
@@ -147,7 +158,7 @@ export const ACQUIRE = memory.twin(
     name: "TokenBucket.acquire",
     keys: 1,
     many: ACQUIRE_MANY,
-    lua: `${FUNCTIONS}return take(KEYS[1], shape(ARGV[1]), tonumber(ARGV[2]))
+    lua: `${FUNCTIONS}return {take(KEYS[1], shape(ARGV[1]), tonumber(ARGV[2]))}
 `
   }),
   acquireTwin
