@@ -84,11 +84,6 @@ const take = (db: memory.Db, key: string, w: Window, cost: number): memory.Reply
   return [1, 0, remaining - cost]
 }
 const acquireTwin: memory.Twin = (db, keys, argv) => take(db, keys[0]!, windowOf(argv[0]!), Number(argv[1]))
-/** {@link acquireTwin} as a call of {@link ACQUIRE_MANY} replies: an allowed call by its remaining alone. */
-const compactTwin: memory.Twin = (db, keys, argv) => {
-  const [allowed, retry, remaining] = acquireTwin(db, keys, argv) as [number, number, number]
-  return allowed === 1 ? remaining : [allowed, retry, remaining]
-}
 
 /**
  * @internal Many acquires at one server time, each as {@link ACQUIRE}, in order, each protected.
@@ -101,14 +96,9 @@ export const ACQUIRE_MANY = memory.twin(
     name: "FixedWindow.acquireMany",
     keys: 1,
     variadic: true,
-    lua: `${FUNCTIONS}local function call(key, windowArg, cost)
-  local allowed, retry, remaining = take(key, window(windowArg), tonumber(cost))
-  if allowed == 1 then return remaining end
-  return {allowed, retry, remaining}
-end
-${MANY("call", 1, 2)}`
+    lua: `${FUNCTIONS}${limiter.ACQUIRE_CALL("window")}${MANY("call", 1, 2)}`
   }),
-  memory.many(compactTwin, 1, 2)
+  memory.many(limiter.compact(acquireTwin), 1, 2)
 )
 
 /**

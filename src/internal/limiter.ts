@@ -1,7 +1,8 @@
 /**
  * @internal What TokenBucket and FixedWindow share: one key per name, an acquire script replying
- * {allowed, retry_ms, remaining}, a read-only peek script, and reset by DEL. Each passes its kind,
- * entity, scripts and the parameters the scripts take (its `shape`).
+ * {allowed, retry_ms, remaining} (its batch variant: an allowed call by its remaining alone), a
+ * read-only peek script, and reset by DEL. Each passes its kind, entity, scripts and the parameters the
+ * scripts take (its `shape`).
  */
 import * as Data from "effect/Data"
 import * as Duration from "effect/Duration"
@@ -13,11 +14,31 @@ import * as Redis from "../Redis.js"
 import type * as TokenBucket from "../TokenBucket.js"
 import * as access from "./access.js"
 import * as key from "./key.js"
+import type * as memory from "./memory.js"
 
 /** @internal */
 export const Admission = Data.taggedEnum<TokenBucket.Admission>()
 
 const isInt = (u: unknown): u is number => typeof u === "number" && Number.isSafeInteger(u)
+
+/**
+ * @internal The `call` of an acquire batch script, around the script's `take(key, params, cost)` (three
+ * values: allowed, retry_ms, remaining), with `parse` applied to the call's parameter string: an allowed
+ * call replies with its remaining alone (an integer, not a table: Redis replies about 1 µs sooner).
+ */
+export const ACQUIRE_CALL = (parse: string) =>
+  `local function call(key, params, cost)
+  local allowed, retry, remaining = take(key, ${parse}(params), tonumber(cost))
+  if allowed == 1 then return remaining end
+  return {allowed, retry, remaining}
+end
+`
+
+/** @internal The twin of {@link ACQUIRE_CALL}, around the twin of a single acquire. */
+export const compact = (acquire: memory.Twin): memory.Twin => (db, keys, argv) => {
+  const [allowed, retry, remaining] = acquire(db, keys, argv) as [number, number, number]
+  return allowed === 1 ? remaining : [allowed, retry, remaining]
+}
 
 const unexpected = (operation: string, reply: unknown) =>
   new Redis.RedisError({ reason: "Reply", operation, cause: new Error(`unexpected reply ${JSON.stringify(reply)}`) })

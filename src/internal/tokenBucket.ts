@@ -117,11 +117,6 @@ const take = (db: memory.Db, key: string, b: Shape, cost: number): memory.Reply 
   return [allowed, retry, Math.floor(tokens)]
 }
 const acquireTwin: memory.Twin = (db, keys, argv) => take(db, keys[0]!, shapeOf(argv[0]!), Number(argv[1]))
-/** {@link acquireTwin} as a call of {@link ACQUIRE_MANY} replies: an allowed call by its remaining alone. */
-const compactTwin: memory.Twin = (db, keys, argv) => {
-  const [allowed, retry, remaining] = take(db, keys[0]!, shapeOf(argv[0]!), Number(argv[1])) as [number, number, number]
-  return allowed === 1 ? remaining : [allowed, retry, remaining]
-}
 
 /**
  * @internal Many acquires at one server time, each as {@link ACQUIRE}, in order, each protected: one
@@ -135,14 +130,9 @@ export const ACQUIRE_MANY = memory.twin(
     name: "TokenBucket.acquireMany",
     keys: 1,
     variadic: true,
-    lua: `${FUNCTIONS}local function call(key, shapeArg, cost)
-  local allowed, retry, remaining = take(key, shape(shapeArg), tonumber(cost))
-  if allowed == 1 then return remaining end
-  return {allowed, retry, remaining}
-end
-${MANY("call", 1, 2)}`
+    lua: `${FUNCTIONS}${limiter.ACQUIRE_CALL("shape")}${MANY("call", 1, 2)}`
   }),
-  memory.many(compactTwin, 1, 2)
+  memory.many(limiter.compact(acquireTwin), 1, 2)
 )
 
 /**
