@@ -1,4 +1,5 @@
 /** @internal `wakuwaku proxy`: builds the limiter, the store and the proxy from a checked configuration, and runs them. */
+import * as HttpMiddleware from "@effect/platform/HttpMiddleware"
 import * as HttpServer from "@effect/platform/HttpServer"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import * as Cause from "effect/Cause"
@@ -72,7 +73,12 @@ export const build = (config: Config) => {
       port: config.port,
       host: config.host,
       shutdownTimeout: config.shutdownTimeout
-    }).pipe(Layer.provide(store))
+    }).pipe(
+      Layer.provide(store),
+      // The CLI installs no tracer, so the server's span per request (attributes for every header, the
+      // URL parsed) would be made for nothing.
+      HttpMiddleware.withTracerDisabledWhen(() => true)
+    )
   return { serve, limiter: describeLimiter(config) }
 }
 
