@@ -5,6 +5,7 @@ import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as Effect from "effect/Effect"
 import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
+import * as Tracer from "effect/Tracer"
 import type * as ClientIp from "../../ClientIp.js"
 import type * as RateLimit from "../../RateLimit.js"
 import * as Redis from "../../Redis.js"
@@ -73,6 +74,16 @@ export const header = <E = never, R = never>(
   }
 }
 
+/**
+ * `Effect.annotateCurrentSpan`, without its cost when there is no span (a server with its tracer
+ * disabled): that one fails internally with a `NoSuchElementException`, stack trace and all.
+ */
+const annotate = (attributes: Record<string, unknown>): Effect.Effect<void> =>
+  Effect.map(Effect.serviceOption(Tracer.ParentSpan), (span) => {
+    if (Option.isNone(span) || span.value._tag !== "Span") return
+    for (const name in attributes) span.value.attribute(name, attributes[name])
+  })
+
 const evaluate = <A, E, R>(value: A | Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
   Effect.isEffect(value) ? value : Effect.succeed(value)
 
@@ -111,7 +122,7 @@ export const middleware = <LR, KE, KR, CE, CR>(options: RateLimit.Options<LR, KE
   const observe = (decision: RateLimit.Decision, attributes: Record<string, unknown>) =>
     Effect.zipRight(
       Metric.increment(counters[decision]),
-      Effect.annotateCurrentSpan({ "ratelimit.policy": policyName, "ratelimit.decision": decision, ...attributes })
+      annotate({ "ratelimit.policy": policyName, "ratelimit.decision": decision, ...attributes })
     )
 
   /** The store failed: count it, log it, and apply the policy. */
