@@ -388,6 +388,19 @@ interface Held {
   readonly extend: Effect.Effect<boolean, Redis.RedisError, Redis.ReadWrite>
 }
 
+/** Records a granted token in `tokens` and names it, or says none was granted; a write's fence must increase. */
+const recorder = (tokens: Array<Held>, increased: (name: string, fence: bigint) => boolean) =>
+(
+  kind: Held["kind"],
+  name: string,
+  token: Option.Option<Pick<Held, "release" | "extend"> & { readonly fence?: bigint | undefined }>
+) => {
+  if (Option.isNone(token)) return { granted: false }
+  tokens.push({ name, kind, release: token.value.release, extend: token.value.extend })
+  const granted = `#${tokens.length - 1}`
+  return kind === "read" ? { granted } : { granted, fenceIncreased: increased(name, token.value.fence!) }
+}
+
 /** release/extend of token `i` (modulo how many were granted): which token, and what it answered. */
 const useToken = (tokens: ReadonlyArray<Held>, i: number, what: "release" | "extend") =>
   Effect.gen(function*() {
@@ -402,16 +415,12 @@ const runLock = (ops: ReadonlyArray<LockOp>): Run => (_, namespace) =>
     const lock = Lock.make<string>(namespace, LEASE)
     const increased = fences()
     const tokens: Array<Held> = []
-    const grant = (name: string, token: Option.Option<Lock.LockToken>) => {
-      if (Option.isNone(token)) return { granted: false }
-      tokens.push({ name, kind: "write", release: token.value.release, extend: token.value.extend })
-      return { granted: `#${tokens.length - 1}`, fenceIncreased: increased(name, token.value.fence) }
-    }
+    const grant = recorder(tokens, increased)
     const entries: Array<Entry> = []
     for (const op of ops) {
       switch (op.op) {
         case "tryLock":
-          entries.push(entry(op, grant(op.name, yield* lock.tryLock(op.name))))
+          entries.push(entry(op, grant("write", op.name, yield* lock.tryLock(op.name))))
           break
         case "release":
         case "extend":
@@ -432,7 +441,7 @@ const runLock = (ops: ReadonlyArray<LockOp>): Run => (_, namespace) =>
         }
         case "burst": {
           const all = yield* Effect.all(op.names.map((name) => lock.tryLock(name)), { concurrency: "unbounded" })
-          entries.push(entry(op, all.map((token, i) => grant(op.names[i]!, token))))
+          entries.push(entry(op, all.map((token, i) => grant("write", op.names[i]!, token))))
           break
         }
         case "tokenBurst":
@@ -444,7 +453,7 @@ const runLock = (ops: ReadonlyArray<LockOp>): Run => (_, namespace) =>
       }
     }
     // Who holds what at the end: tryLock every name once more.
-    for (const n of NAMES) entries.push(entry({ final: "tryLock", name: n }, grant(n, yield* lock.tryLock(n))))
+    for (const n of NAMES) entries.push(entry({ final: "tryLock", name: n }, grant("write", n, yield* lock.tryLock(n))))
     entries.push(yield* snapshot(namespace, false))
     return entries
   })
@@ -478,24 +487,15 @@ const runRwLock = (ops: ReadonlyArray<RwOp>): Run => (_, namespace) =>
     const rw = RwLock.make<string>(namespace, LEASE)
     const increased = fences()
     const tokens: Array<Held> = []
-    const read = (name: string, token: Option.Option<RwLock.ReadToken>) => {
-      if (Option.isNone(token)) return { granted: false }
-      tokens.push({ name, kind: "read", release: token.value.release, extend: token.value.extend })
-      return { granted: `#${tokens.length - 1}` }
-    }
-    const write = (name: string, token: Option.Option<RwLock.WriteToken>) => {
-      if (Option.isNone(token)) return { granted: false }
-      tokens.push({ name, kind: "write", release: token.value.release, extend: token.value.extend })
-      return { granted: `#${tokens.length - 1}`, fenceIncreased: increased(name, token.value.fence) }
-    }
+    const grant = recorder(tokens, increased)
     const entries: Array<Entry> = []
     for (const op of ops) {
       switch (op.op) {
         case "tryRead":
-          entries.push(entry(op, read(op.name, yield* rw.tryRead(op.name))))
+          entries.push(entry(op, grant("read", op.name, yield* rw.tryRead(op.name))))
           break
         case "tryWrite":
-          entries.push(entry(op, write(op.name, yield* rw.tryWrite(op.name))))
+          entries.push(entry(op, grant("write", op.name, yield* rw.tryWrite(op.name))))
           break
         case "release":
         case "extend":
@@ -532,9 +532,9 @@ const runRwLock = (ops: ReadonlyArray<RwOp>): Run => (_, namespace) =>
     // and, after releasing it, a read.
     for (const n of NAMES) {
       const w = yield* rw.tryWrite(n)
-      entries.push(entry({ final: "tryWrite", name: n }, write(n, w)))
+      entries.push(entry({ final: "tryWrite", name: n }, grant("write", n, w)))
       if (Option.isSome(w)) yield* w.value.release
-      entries.push(entry({ final: "tryRead", name: n }, read(n, yield* rw.tryRead(n))))
+      entries.push(entry({ final: "tryRead", name: n }, grant("read", n, yield* rw.tryRead(n))))
     }
     entries.push(yield* snapshot(namespace, false))
     return entries
