@@ -13,12 +13,15 @@
  *   {@link ReadOnly} (a replica): a program that writes through it does not compile.
  * - Nothing lives in Redis for a capability. At run time every operation checks the grant in scope
  *   once more and dies on a violation, which only a cast can cause.
- * - Grants nest additively: a narrower layer provided inside a broader one keeps the broader rights,
- *   exactly as the types say. Combine grants by nesting (`Effect.provide`, `Layer.provide`,
- *   `Layer.provideMerge`). A grant layer installs only what it grants, so merging one that grants
- *   writes with one that grants reads works; but all grants of writes share one run-time tag, so of
- *   two siblings in `Layer.merge` that both grant writes, only the later counts at run time (an
- *   operation the other allowed then dies, naming what is missing).
+ *
+ * **The algebra of grants.** Whatever way grant layers are composed, the run time grants exactly what
+ * the type says, because each entity kind (and "every entity") is its own entry of the context:
+ * - a grant layer grants exactly the reads and writes it lists (`"all"`: every entity, custom ones too);
+ * - `Layer.merge`, `Layer.mergeAll` and `Layer.provideMerge(self, that)` grant the union of their parts;
+ * - `Layer.provide(self, that)` grants what `self` grants, and nothing of `that` (which only feeds
+ *   `self`'s requirements);
+ * - nested `Effect.provide`s add up: a narrower grant inside a broader one keeps the broader rights;
+ * - reads and writes are apart: granting `Write<E>` grants no `Read<E>`, and the reverse.
  *
  * @example
  * ```ts
@@ -154,7 +157,7 @@ export const ReadWrite: Layer.Layer<Read<AnyEntity> | Write<AnyEntity>> = intern
 
 /**
  * A custom capability: reads and writes of the entities listed (none when omitted). It adds to the
- * grant of the enclosing context, at compile time and at run time alike.
+ * grant of the enclosing context, and merges with sibling grants, at compile time and at run time alike.
  *
  * @since 0.1.0
  * @category layers

@@ -1,6 +1,7 @@
-import type { Context, Effect, Layer } from "effect"
+import { Effect, Layer } from "effect"
+import type { Context } from "effect"
 import { describe, expectTypeOf, it } from "vitest"
-import { Capability, Redis, TokenBucket } from "wakuwaku"
+import { Capability, Lock, Redis, TokenBucket } from "wakuwaku"
 
 const Other = Capability.entity("Other")
 type Other = typeof Other
@@ -62,5 +63,60 @@ describe("Capability", () => {
   it("the Redis tag is a plain service tag", () => {
     expectTypeOf(Redis.Redis).toEqualTypeOf<Context.Tag<Redis.Redis, Redis.Redis>>()
     expectTypeOf<Effect.Effect.Success<ReturnType<Redis.Redis["command"]>>>().toEqualTypeOf<unknown>()
+  })
+})
+
+// The compositions of test/Capability.algebra.test.ts, as types: the grants each one outputs.
+type LockE = Lock.Entity
+const grantTB = Capability.layer({ write: [TokenBucket.entity] })
+const grantLock = Capability.layer({ write: [Lock.entity] })
+const readOther = Capability.layer({ read: [Other] })
+type Granted<L extends Layer.Layer.Any> = Layer.Layer.Success<L>
+
+describe("Capability compositions", () => {
+  it("Layer.merge and Layer.mergeAll of siblings grant the union", () => {
+    const merged = Layer.merge(grantTB, grantLock)
+    expectTypeOf<Granted<typeof merged>>().toEqualTypeOf<Capability.Write<TB> | Capability.Write<LockE>>()
+    const all = Layer.mergeAll(grantTB, grantLock, readOther)
+    expectTypeOf<Granted<typeof all>>().toEqualTypeOf<
+      Capability.Write<TB> | Capability.Write<LockE> | Capability.Read<Other>
+    >()
+  })
+
+  it("Layer.provide(self, that) grants self's alone; Layer.provideMerge grants both", () => {
+    const provided = grantLock.pipe(Layer.provide(grantTB))
+    expectTypeOf<Granted<typeof provided>>().toEqualTypeOf<Capability.Write<LockE>>()
+    const merged = grantLock.pipe(Layer.provideMerge(grantTB))
+    expectTypeOf<Granted<typeof merged>>().toEqualTypeOf<Capability.Write<LockE> | Capability.Write<TB>>()
+  })
+
+  it("\"all\" and read beside write", () => {
+    expectTypeOf<Granted<typeof Capability.ReadWrite>>().toEqualTypeOf<
+      Capability.Read<Capability.AnyEntity> | Capability.Write<Capability.AnyEntity>
+    >()
+    expectTypeOf<Granted<ReturnType<typeof Capability.layer<readonly [TB], "all">>>>().toEqualTypeOf<
+      Capability.Read<TB> | Capability.Write<Capability.AnyEntity>
+    >()
+  })
+
+  it("a program's requirements: what the compositions grant is removed, and only that", () => {
+    const needsBoth = Effect.all([
+      null as unknown as Effect.Effect<void, never, Capability.Write<TB>>,
+      null as unknown as Effect.Effect<void, never, Capability.Write<LockE>>
+    ])
+    // Siblings in one merge: both removed.
+    const merged = needsBoth.pipe(Effect.provide(Layer.merge(grantTB, grantLock)))
+    expectTypeOf<Effect.Effect.Context<typeof merged>>().toEqualTypeOf<never>()
+    // Nested provides: both removed.
+    const nested = needsBoth.pipe(Effect.provide(grantTB), Effect.provide(grantLock))
+    expectTypeOf<Effect.Effect.Context<typeof nested>>().toEqualTypeOf<never>()
+    // Layer.provide(self, that): that's grant does not reach the program.
+    const provided = needsBoth.pipe(Effect.provide(grantLock.pipe(Layer.provide(grantTB))))
+    expectTypeOf<Effect.Effect.Context<typeof provided>>().toEqualTypeOf<Capability.Write<TB>>()
+    // @ts-expect-error Write<TokenBucket> is still required
+    Effect.runPromise(provided)
+    // Read beside write: a read grant removes no write.
+    const read = needsBoth.pipe(Effect.provide(Capability.layer({ read: [TokenBucket.entity, Lock.entity] })))
+    expectTypeOf<Effect.Effect.Context<typeof read>>().toEqualTypeOf<Capability.Write<TB> | Capability.Write<LockE>>()
   })
 })

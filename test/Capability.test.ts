@@ -1,7 +1,7 @@
 import { describe, it, layer } from "@effect/vitest"
-import { Cause, Effect, Exit, Layer } from "effect"
+import { Cause, Effect, Exit, Layer, Option } from "effect"
 import { expect } from "vitest"
-import { Capability, Rate, Redis, TokenBucket } from "wakuwaku"
+import { Capability, Lock, Rate, Redis, TokenBucket } from "wakuwaku"
 import { freshNamespace, redisUrl } from "./support/redis.js"
 
 const Other = Capability.entity("Other")
@@ -35,18 +35,35 @@ describe("grants combined with Layer.merge", () => {
       expect(yield* B.acquire("a", 2).pipe(Effect.provide(merged))).toEqual(TokenBucket.Admission.Allowed({ remaining: 3 }))
     }))
 
-  it.live("two sibling write grants: the later counts at run time, as documented, and the die names what is missing", () =>
+  it.live("two sibling write grants in one Layer.merge: both count at run time, as the type says", () =>
     Effect.gen(function*() {
       const B = TokenBucket.make<string>(freshNamespace(), 5, Rate.perSecond(1))
-      const merged = Layer.mergeAll(Redis.layer({ url: redisUrl }), Capability.layer({ write: [Other] }))
-      const exit = yield* Effect.exit(B.acquire("a", 1).pipe(Effect.provide(merged)))
-      expect(dieMessage(exit)).toContain("needs to write TokenBucket")
-      // Nested instead, the grants add up.
-      const nested = B.acquire("a", 1).pipe(
-        Effect.provide(Capability.layer({ write: [Other] })),
-        Effect.provide(Redis.layer({ url: redisUrl }))
+      const L = Lock.make<string>(freshNamespace(), "1 second")
+      const grants = Layer.merge(
+        Capability.layer({ write: [TokenBucket.entity] }),
+        Capability.layer({ write: [Lock.entity] })
       )
-      expect(yield* nested).toEqual(TokenBucket.Admission.Allowed({ remaining: 4 }))
+      const [admission, token] = yield* Effect.all([B.acquire("x", 1), L.tryLock("y")]).pipe(
+        Effect.provide(grants),
+        Effect.provide(Redis.layerMemoryReadOnly())
+      )
+      expect(admission).toEqual(TokenBucket.Admission.Allowed({ remaining: 4 }))
+      expect(Option.isSome(token)).toBe(true)
+      // A third sibling for another entity takes nothing away either.
+      const three = Layer.mergeAll(Redis.layer({ url: redisUrl }), Capability.layer({ write: [Other] }))
+      expect(yield* B.acquire("a", 1).pipe(Effect.provide(three))).toEqual(TokenBucket.Admission.Allowed({ remaining: 4 }))
+    }))
+
+  it.live("Layer.provide(self, that) grants self's capabilities alone, at run time as in the type", () =>
+    Effect.gen(function*() {
+      const B = TokenBucket.make<string>(freshNamespace(), 5, Rate.perSecond(1))
+      const onlyLocks = Capability.layer({ write: [Lock.entity] }).pipe(
+        Layer.provide(Capability.layer({ write: [TokenBucket.entity] }))
+      )
+      const exit = yield* Effect.exit(
+        unchecked(B.acquire("a", 1)).pipe(Effect.provide(onlyLocks), Effect.provide(Redis.layerMemoryReadOnly()))
+      )
+      expect(dieMessage(exit)).toContain("needs to write TokenBucket, but the capability in scope does not grant it (granted: Lock)")
     }))
 })
 

@@ -1,74 +1,83 @@
-/** @internal */
+/**
+ * @internal Capabilities at run time: one context entry per verb and entity kind, plus one per verb for
+ * every entity (`"all"`). A grant layer outputs exactly the entries it grants, so Effect's own context
+ * algebra gives at run time what `Exclude` gives in `R`: `Layer.merge`, `Layer.mergeAll` and
+ * `Layer.provideMerge` add up, `Layer.provide(self, that)` outputs `self`'s alone, and an inner
+ * `Effect.provide` adds to the outer one. No entry is ever replaced by another kind's.
+ */
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import * as Option from "effect/Option"
 import type * as Capability from "../Capability.js"
 
-/** @internal What a layer granted at run time: every kind (`"all"`) or a set of entity kinds. */
-export type Kinds = "all" | ReadonlySet<string>
+/** @internal */
+export type Verb = "read" | "write"
 
-/** @internal The run-time value behind every `Read<E>` and every `Write<E>`. */
+/** @internal What a grant entry holds: the verb and the kind it grants (`undefined`: every kind). */
 export interface Grant {
-  readonly kinds: Kinds
+  readonly verb: Verb
+  readonly kind: string | undefined
 }
 
-const ReadTag = Context.GenericTag<Capability.Read<Capability.AnyEntity>, Grant>("wakuwaku/Capability/Read")
-const WriteTag = Context.GenericTag<Capability.Write<Capability.AnyEntity>, Grant>("wakuwaku/Capability/Write")
+const PREFIX = { read: "wakuwaku/Capability/Read", write: "wakuwaku/Capability/Write" } as const
 
-/** @internal All `Read<E>` share this one tag, so a grant is looked up the same way whatever E is. */
-export const readTag = <E extends Capability.AnyEntity>() =>
-  ReadTag as unknown as Context.Tag<Capability.Read<E>, Grant>
+/** @internal The context key granting `verb` of every entity. */
+export const allKey = (verb: Verb): string => `${PREFIX[verb]}/*`
 
-/** @internal All `Write<E>` share this one tag. */
-export const writeTag = <E extends Capability.AnyEntity>() =>
-  WriteTag as unknown as Context.Tag<Capability.Write<E>, Grant>
+/** @internal The context key granting `verb` of entities of `kind`. */
+export const kindKey = (verb: Verb, kind: string): string => `${PREFIX[verb]}:${kind}`
 
-const union = (a: Kinds, b: Kinds): Kinds =>
-  a === "all" || b === "all" ? "all" : new Set([...a, ...b])
+const tagOf = (key: string) => Context.GenericTag<Grant>(key)
 
-const kindsOf = (entities: "all" | ReadonlyArray<Capability.AnyEntity>): Kinds =>
-  entities === "all" ? "all" : new Set(entities.map((entity) => entity.kind))
+const entries = (verb: Verb, entities: Capability.Entities): ReadonlyArray<readonly [string, Grant]> =>
+  entities === "all"
+    ? [[allKey(verb), { verb, kind: undefined }]]
+    : entities.map((entity) => [kindKey(verb, entity.kind), { verb, kind: entity.kind }] as const)
 
-/**
- * @internal A grant that adds to whatever the enclosing context already grants, so a narrower layer
- * provided inside a broader one keeps the broader rights at run time, exactly as `Exclude` does in R.
- */
-const grantLayer = (tag: Context.Tag<unknown, Grant>, kinds: Kinds) =>
-  Layer.effect(
-    tag,
-    Effect.map(Effect.serviceOption(tag), (outer) => ({
-      kinds: Option.match(outer, { onNone: () => kinds, onSome: (grant) => union(grant.kinds, kinds) })
-    }))
-  )
+/** @internal A layer that outputs exactly the grants listed, and nothing else. */
+export const layer = <Granted>(read: Capability.Entities, write: Capability.Entities): Layer.Layer<Granted> => {
+  let context = Context.empty() as Context.Context<unknown>
+  for (const [key, grant] of [...entries("read", read), ...entries("write", write)]) {
+    context = Context.add(context, tagOf(key), grant)
+  }
+  return Layer.succeedContext(context) as Layer.Layer<unknown> as Layer.Layer<Granted>
+}
 
-/**
- * @internal Installs only the tags it grants something for, so that merged with a sibling that grants
- * the other access (`Layer.merge(Capability.layer({ write }), Redis.layerReadOnly())`) neither erases
- * the other. Two siblings that both grant writes still share the one Write tag, and the later wins:
- * grants combine by nesting, which the module doc says.
- */
-export const layer = <Granted>(
-  read: "all" | ReadonlyArray<Capability.AnyEntity>,
-  write: "all" | ReadonlyArray<Capability.AnyEntity>
-): Layer.Layer<Granted> => {
-  const layers = [
-    ...(read === "all" || read.length > 0 ? [grantLayer(readTag() as Context.Tag<unknown, Grant>, kindsOf(read))] : []),
-    ...(write === "all" || write.length > 0 ? [grantLayer(writeTag() as Context.Tag<unknown, Grant>, kindsOf(write))] : [])
-  ]
-  return (layers.length === 0 ? Layer.empty : Layer.mergeAll(...(layers as [Layer.Layer<unknown>]))) as Layer.Layer<
-    unknown
-  > as Layer.Layer<Granted>
+/** @internal Whether `context` grants `verb` of `kind`: the kind's entry, or the entry for every kind. */
+export const allows = (context: Context.Context<never>, keys: Keys): boolean =>
+  context.unsafeMap.has(keys.kind) || context.unsafeMap.has(keys.all)
+
+/** @internal The two keys that may grant an operation, computed once per entity and verb. */
+export interface Keys {
+  readonly verb: Verb
+  readonly entityKind: string
+  readonly kind: string
+  readonly all: string
 }
 
 /** @internal */
-export const allows = (grant: Grant | undefined, kind: string): boolean =>
-  grant !== undefined && (grant.kinds === "all" || grant.kinds.has(kind))
+export const keys = (verb: Verb, entity: Capability.AnyEntity): Keys => ({
+  verb,
+  entityKind: entity.kind,
+  kind: kindKey(verb, entity.kind),
+  all: allKey(verb)
+})
+
+/** @internal What `context` grants for `verb`, for messages: `all`, the kinds, or `nothing`. */
+export const granted = (context: Context.Context<never>, verb: Verb): string => {
+  if (context.unsafeMap.has(allKey(verb))) return "all"
+  const kinds: Array<string> = []
+  for (const value of context.unsafeMap.values()) {
+    const grant = value as Partial<Grant> | undefined
+    if (grant?.verb === verb && typeof grant.kind === "string") kinds.push(grant.kind)
+  }
+  return kinds.length === 0 ? "nothing" : kinds.sort().join(", ")
+}
 
 /** @internal The defect of a violated grant, which only a cast can cause. */
-export const violation = (verb: "read" | "write", kind: string, grant: Grant | undefined): Effect.Effect<never> =>
+export const violation = (keys: Keys, context: Context.Context<never>): Effect.Effect<never> =>
   Effect.dieMessage(
-    `wakuwaku: this operation needs to ${verb} ${kind}, but the capability in scope does not grant it ` +
-      `(granted: ${grant === undefined ? "nothing" : grant.kinds === "all" ? "all" : [...grant.kinds].join(", ") || "nothing"}). ` +
-      `A cast has hidden a missing Capability.${verb === "read" ? "Read" : "Write"}<${kind}> from the compiler.`
+    `wakuwaku: this operation needs to ${keys.verb} ${keys.entityKind}, but the capability in scope does not grant it ` +
+      `(granted: ${granted(context, keys.verb)}). A cast has hidden a missing ` +
+      `Capability.${keys.verb === "read" ? "Read" : "Write"}<${keys.entityKind}> from the compiler.`
   )
