@@ -126,7 +126,7 @@ export interface FixedWindow<in Name extends Redis.KeyName> {
 /**
  * Declares a limiter. Throws on a namespace that is not a short word, a limit that is not a
  * non-negative safe integer, or a window that is not a whole number of microseconds from 1 µs to
- * 10^14 µs (about 3 years). A limit of 0 lets only cost-0 requests through.
+ * 10^14 µs (10^11 ms, about 3.2 years). A limit of 0 lets only cost-0 requests through.
  *
  * @since 0.1.0
  * @category constructors

@@ -106,8 +106,9 @@ export interface Lock<in Name extends Redis.KeyName> {
 
 /**
  * Declares a lock with a lease of `ttl` (a TTL under a millisecond counts as one). A `ttl` that is
- * not finite and longer than zero throws a `RangeError` here, and a namespace that is not a short word
- * a `TypeError`: declare locks as module-level constants, so a bad one fails at start-up.
+ * not a duration longer than zero and at most 10^11 ms (about 3.2 years) throws a `RangeError` here,
+ * and a namespace that is not a short word a `TypeError`: declare locks as module-level constants, so
+ * a bad one fails at start-up.
  *
  * @since 0.1.0
  * @category constructors

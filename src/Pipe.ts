@@ -161,9 +161,9 @@ export interface Pipe<in Name extends Redis.KeyName, A> {
 /**
  * Declares a pipe of messages of `schema`, with a TTL of `ttl` (under a millisecond counts as one).
  * Give both type arguments or none: without them, names are strings and the message type is the
- * schema's. A `ttl` that is not finite and longer than zero throws a `RangeError` here, and a
- * namespace that is not a short word a `TypeError`: declare pipes as module-level constants, so a bad
- * one fails at start-up.
+ * schema's. A `ttl` that is not a duration longer than zero and at most 10^11 ms (about 3.2 years)
+ * throws a `RangeError` here, and a namespace that is not a short word a `TypeError`: declare pipes as
+ * module-level constants, so a bad one fails at start-up.
  *
  * @since 0.1.0
  * @category constructors

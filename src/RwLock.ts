@@ -121,7 +121,8 @@ export interface RwLock<in Name extends Redis.KeyName> {
 
 /**
  * Declares a reader-writer lock with a lease of `ttl` (under a millisecond counts as one). A `ttl`
- * that is not finite and longer than zero throws a `RangeError`.
+ * that is not a duration longer than zero and at most 10^11 ms (about 3.2 years) throws a
+ * `RangeError`, and a namespace that is not a short word a `TypeError`.
  *
  * @since 0.1.0
  * @category constructors

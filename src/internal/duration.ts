@@ -27,17 +27,56 @@ type Literal<P, Message extends string> = P extends `${infer V extends number} $
 
 type AllZeros<S extends string> = S extends "" ? true : S extends `${"0" | "."}${infer Rest}` ? AllZeros<Rest> : false
 
-/** @internal Decodes a duration that must be finite and longer than zero, or throws `what must be …`. */
+const show = (input: unknown): string => {
+  try {
+    return typeof input === "string" ? JSON.stringify(input) : typeof input === "bigint" ? `${input}n` : String(input)
+  } catch {
+    return typeof input
+  }
+}
+
+/**
+ * @internal Decodes a duration that must be finite and longer than zero, or throws a `RangeError` saying
+ * `what must be …` (also for input that is no duration at all, such as `"garbage"`).
+ */
 export const positive = (input: Duration.DurationInput, what: string): Duration.Duration => {
   if ((typeof input === "number" || typeof input === "bigint") && !(input > 0)) {
-    throw new RangeError(`wakuwaku: ${what} must be longer than zero, got ${String(input)} ms`)
+    throw new RangeError(`wakuwaku: ${what} must be longer than zero, got ${show(input)} ms`)
   }
-  const duration = Duration.decode(input)
+  const decoded = Duration.decodeUnknown(input)
+  if (decoded._tag === "None") {
+    throw new RangeError(
+      `wakuwaku: ${what} must be a duration (milliseconds, "<n> <unit>" such as "30 seconds", or a Duration), got ${
+        show(input)
+      }`
+    )
+  }
+  const duration = decoded.value
   if (!Duration.isFinite(duration)) {
     throw new RangeError(`wakuwaku: ${what} must be finite, got ${Duration.format(duration)}`)
   }
   if (Duration.unsafeToNanos(duration) <= 0n) {
     throw new RangeError(`wakuwaku: ${what} must be longer than zero, got ${Duration.format(duration)}`)
+  }
+  return duration
+}
+
+/**
+ * @internal The longest duration a structure keeps in Redis, given to its `make`: a lease, a TTL, a
+ * window. 10^14 µs (10^11 ms, about 3.2 years): every time the scripts and their twins derive from it
+ * (server time in µs plus it, twice it in ms, it in seconds) stays an integer a double holds exactly and
+ * Redis accepts as an expiry.
+ */
+export const MAX_MICROS = 10n ** 14n
+
+/** @internal {@link MAX_MICROS} in words, for messages and docs. */
+export const MAX_TEXT = "10^11 ms (about 3.2 years)"
+
+/** @internal {@link positive}, and at most {@link MAX_MICROS}; throws a `RangeError` naming the bound. */
+export const bounded = (input: Duration.DurationInput, what: string): Duration.Duration => {
+  const duration = positive(input, what)
+  if (Duration.unsafeToNanos(duration) > MAX_MICROS * 1000n) {
+    throw new RangeError(`wakuwaku: ${what} must be at most ${MAX_TEXT}, got ${Duration.format(duration)}`)
   }
   return duration
 }

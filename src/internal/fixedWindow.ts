@@ -2,6 +2,7 @@
 import * as Duration from "effect/Duration"
 import type * as FixedWindow from "../FixedWindow.js"
 import * as Redis from "../Redis.js"
+import { MAX_MICROS, MAX_TEXT } from "./duration.js"
 import * as key from "./key.js"
 import * as limiter from "./limiter.js"
 import { MANY, NOW_US } from "./lua.js"
@@ -149,8 +150,6 @@ class WindowImpl<Name extends Redis.KeyName> extends limiter.Limiter<Name, Fixed
   }
 }
 
-/** The longest window: times in the script stay integers that Lua prints exactly. */
-const MAX_WINDOW_MICROS = 10n ** 14n
 
 /** @internal */
 export const make = <Name extends Redis.KeyName>(
@@ -164,9 +163,9 @@ export const make = <Name extends Redis.KeyName>(
   }
   const decoded = Duration.decodeUnknown(window)
   const nanos = decoded._tag === "Some" ? Duration.toNanos(decoded.value) : undefined
-  if (nanos === undefined || nanos._tag === "None" || nanos.value % 1000n !== 0n || nanos.value < 1000n || nanos.value / 1000n > MAX_WINDOW_MICROS) {
+  if (nanos === undefined || nanos._tag === "None" || nanos.value % 1000n !== 0n || nanos.value < 1000n || nanos.value / 1000n > MAX_MICROS) {
     throw new RangeError(
-      `wakuwaku: FixedWindow(${namespace}) window must be a whole number of microseconds from 1 µs to about 3 years, ` +
+      `wakuwaku: FixedWindow(${namespace}) window must be a whole number of microseconds from 1 µs to ${MAX_TEXT}, ` +
         `got ${decoded._tag === "Some" ? Duration.format(decoded.value) : String(window)}`
     )
   }

@@ -6,7 +6,7 @@ import * as Option from "effect/Option"
 import * as Lock from "../Lock.js"
 import * as Redis from "../Redis.js"
 import * as access from "./access.js"
-import { positive, toMillis } from "./duration.js"
+import { bounded, positive, toMillis } from "./duration.js"
 import * as key from "./key.js"
 import * as lease from "./lease.js"
 import { MANY } from "./lua.js"
@@ -223,7 +223,7 @@ class LockImpl<Name extends Redis.KeyName> implements Lock.Lock<Name> {
 
 /** @internal */
 export const make = <Name extends Redis.KeyName>(namespace: string, ttl: Duration.DurationInput): Lock.Lock<Name> =>
-  new LockImpl<Name>(key.validateNamespace(KIND, namespace), positive(ttl, `Lock(${namespace}) ttl`))
+  new LockImpl<Name>(key.validateNamespace(KIND, namespace), bounded(ttl, `Lock(${namespace}) ttl`))
 
 /** @internal A third of the lease, or the option. */
 export const renewal = (ttl: Duration.Duration, options: Lock.Options | undefined): Duration.Duration =>

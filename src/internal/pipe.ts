@@ -26,7 +26,7 @@ import * as Stream from "effect/Stream"
 import * as Pipe from "../Pipe.js"
 import * as Redis from "../Redis.js"
 import * as access from "./access.js"
-import { positive, toMillis } from "./duration.js"
+import { bounded, positive, toMillis } from "./duration.js"
 import * as key from "./key.js"
 import * as lease from "./lease.js"
 import { MANY } from "./lua.js"
@@ -546,7 +546,7 @@ export const make = <Name extends Redis.KeyName, A>(
   schema: Pipe.MessageSchema<A>,
   ttl: Duration.DurationInput
 ): Pipe.Pipe<Name, A> =>
-  new PipeImpl<Name, A>(key.validateNamespace(KIND, namespace), schema, positive(ttl, `Pipe(${namespace}) ttl`))
+  new PipeImpl<Name, A>(key.validateNamespace(KIND, namespace), schema, bounded(ttl, `Pipe(${namespace}) ttl`))
 
 /** @internal */
 export const heartbeat = <Name extends Redis.KeyName, A>(

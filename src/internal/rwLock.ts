@@ -7,7 +7,7 @@ import * as Lock from "../Lock.js"
 import * as Redis from "../Redis.js"
 import type * as RwLock from "../RwLock.js"
 import * as access from "./access.js"
-import { positive, toMillis } from "./duration.js"
+import { bounded, toMillis } from "./duration.js"
 import * as key from "./key.js"
 import * as lease from "./lease.js"
 import { FENCE, fenceOf, fenceTwin, flag, renewal } from "./lock.js"
@@ -287,7 +287,7 @@ class RwLockImpl<Name extends Redis.KeyName> implements RwLock.RwLock<Name> {
 
 /** @internal */
 export const make = <Name extends Redis.KeyName>(namespace: string, ttl: Duration.DurationInput): RwLock.RwLock<Name> =>
-  new RwLockImpl<Name>(key.validateNamespace(KIND, namespace), positive(ttl, `RwLock(${namespace}) ttl`))
+  new RwLockImpl<Name>(key.validateNamespace(KIND, namespace), bounded(ttl, `RwLock(${namespace}) ttl`))
 
 const held = <Name extends Redis.KeyName, T extends lease.Lease<RwLock.Requirements>>(
   rw: RwLock.RwLock<Name>,
