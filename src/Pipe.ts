@@ -26,10 +26,10 @@
  * - A receiver that gets nothing for a whole TTL fails with {@link PipeAbandoned}: a sender that may
  *   stay quiet longer runs {@link heartbeat}.
  *
- * **Caveats.** The receiver blocks (BLMOVE) on a connection of its own (`Redis.dedicated`), which a
- * cluster client does not offer yet, and stops it with `CLIENT KILL`, which needs the CLIENT permission
- * under ACLs. The receiver's lease, like any lease, assumes a receiver is not paused for longer than a
- * TTL.
+ * **Caveats.** The receiver blocks (BLMOVE) on a connection of its own (`Redis.dedicated`; on a
+ * cluster, to the master of the pipe's slot), and stops it with `CLIENT KILL`, which needs the CLIENT
+ * permission under ACLs. The receiver's lease, like any lease, assumes a receiver is not paused for
+ * longer than a TTL.
  *
  * @example
  * ```ts
@@ -142,8 +142,10 @@ export interface Pipe<in Name extends Redis.KeyName, A> {
   /** The message schema; payloads are the JSON of its encoded form. */
   readonly schema: MessageSchema<A>
   /**
-   * Appends a message and restarts the TTL of the message list. A message that cannot be encoded fails
-   * with `InvalidInput` and nothing is sent. On a closed pipe the message is accepted and dropped.
+   * Appends a message and restarts the TTL of the message list. A message that cannot be encoded, or
+   * whose encoded form JSON would not give back exactly (`NaN`, `undefined`, a bigint, a `Date` left
+   * unencoded, …; `-0` arrives as `0`), fails with `InvalidInput` and nothing is sent. On a closed pipe
+   * the message is accepted and dropped.
    */
   readonly send: (name: Name, message: A) => Effect.Effect<void, Redis.RedisError | Redis.InvalidInput, Requirements>
   /**

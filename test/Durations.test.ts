@@ -48,8 +48,8 @@ describe("durations past the bound", () => {
     expect(() => Rate.make(1, "garbage" as "1 second")).toThrow(
       `wakuwaku: a rate's period must be a duration (milliseconds, "<n> <unit>" such as "30 seconds", or a Duration), got "garbage"`
     )
-    expect(() => Lock.make("bound", "soon")).toThrow(RangeError)
-    expect(() => RwLock.make("bound", "3 fortnights")).toThrow(RangeError)
+    expect(() => Lock.make("bound", "soon" as Duration.DurationInput)).toThrow(RangeError)
+    expect(() => RwLock.make("bound", "3 fortnights" as Duration.DurationInput)).toThrow(RangeError)
     expect(() => Pipe.make("bound", Schema.String, {} as Duration.DurationInput)).toThrow(RangeError)
     expect(() => Lock.make("bound", NaN)).toThrow("wakuwaku: Lock(bound) ttl must be longer than zero, got NaN ms")
   })

@@ -479,6 +479,55 @@ forEachBackend("Pipe", (it, backend) => {
       expect(() => Pipe.heartbeat(P, "p", 0)).toThrow(RangeError)
       expect(String(P)).toBe(`Pipe(${ns}): ttl 10000 ms`)
     }))
+
+  it.scoped("a message JSON would change is InvalidInput at send, saying where, and nothing is sent", () =>
+    Effect.gen(function*() {
+      const ns = freshNamespace()
+      const Numbers = Pipe.make<string, number>(ns, Schema.Number, "10 seconds")
+      const Anything = Pipe.make<string, unknown>(`${ns}-u`, Schema.Unknown, "10 seconds")
+      const refused = (effect: Effect.Effect<void, Redis.RedisError | Redis.InvalidInput, Pipe.Requirements>) =>
+        Effect.map(Effect.flip(effect), (error) =>
+          error._tag === "InvalidInput"
+            ? { _tag: error._tag, operation: error.operation, argument: error.argument, message: error.message }
+            : error)
+      const operation = `Pipe(${ns}).send`
+      const wouldNotArrive = (what: string) => ({
+        _tag: "InvalidInput",
+        operation,
+        argument: "message",
+        message: `the message would not arrive as sent: ${what}`
+      })
+      expect(yield* refused(Numbers.send("p", NaN))).toEqual(wouldNotArrive("message is NaN, which JSON writes as null"))
+      expect(yield* refused(Numbers.send("p", Infinity))).toEqual(
+        wouldNotArrive("message is Infinity, which JSON writes as null")
+      )
+      expect(yield* refused(Numbers.send("p", -Infinity))).toEqual(
+        wouldNotArrive("message is -Infinity, which JSON writes as null")
+      )
+      const unknown = (what: string) => ({ ...wouldNotArrive(what), operation: `Pipe(${ns}-u).send` })
+      expect(yield* refused(Anything.send("p", { items: [1, 2, NaN] }))).toEqual(
+        unknown("message.items[2] is NaN, which JSON writes as null")
+      )
+      expect(yield* refused(Anything.send("p", { a: undefined }))).toEqual(
+        unknown("message.a is undefined, which JSON drops (omit it instead)")
+      )
+      expect(yield* refused(Anything.send("p", 1n))).toEqual(
+        unknown("message is a bigint, which JSON cannot write (encode it as a string)")
+      )
+      expect(yield* refused(Anything.send("p", new Date(0)))).toEqual(
+        unknown("message is an instance of Date, which JSON does not keep")
+      )
+      expect(yield* refused(Anything.send("p", [1, , 3]))).toEqual(unknown("message[1] is a hole, which JSON writes as null"))
+      const loop: Record<string, unknown> = {}
+      loop["self"] = loop
+      expect(yield* refused(Anything.send("p", loop))).toEqual(unknown("message.self contains itself, which JSON cannot write"))
+      expect(yield* ttls(ns)).toEqual({})
+      expect(yield* ttls(`${ns}-u`)).toEqual({})
+      // -0 travels, and arrives as 0.
+      yield* Numbers.send("q", -0)
+      yield* Numbers.close("q")
+      expect(yield* collect(Numbers.receive("q"))).toEqual([0])
+    }))
 })
 
 // What only a server has.

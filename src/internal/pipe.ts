@@ -323,18 +323,69 @@ interface Keys {
   readonly receiver: string
 }
 
+/**
+ * @internal Why JSON would not give back exactly `value` (an encoded message), or undefined when it
+ * would: strings, booleans, null, finite numbers (-0 arrives as 0, which every equivalence counts
+ * equal), and dense arrays and plain objects of those. Anything else JSON loses or changes (NaN and the
+ * infinities, undefined, bigints, functions, symbols, holes, instances such as a `Date` or a `Map`,
+ * symbol keys, a value that contains itself), and the path to it, such as `message.items[2] is NaN`.
+ */
+export const lossOf = (value: unknown, path: string, parents: Array<object>): string | undefined => {
+  switch (typeof value) {
+    case "string":
+    case "boolean":
+      return undefined
+    case "number":
+      return Number.isFinite(value) ? undefined : `${path} is ${value}, which JSON writes as null`
+    case "undefined":
+      return `${path} is undefined, which JSON drops (omit it instead)`
+    case "bigint":
+      return `${path} is a bigint, which JSON cannot write (encode it as a string)`
+    case "function":
+    case "symbol":
+      return `${path} is a ${typeof value}, which JSON drops`
+  }
+  if (value === null) return undefined
+  const object = value as object
+  if (parents.includes(object)) return `${path} contains itself, which JSON cannot write`
+  parents.push(object)
+  try {
+    if (Array.isArray(object)) {
+      for (let i = 0; i < object.length; i++) {
+        if (!(i in object)) return `${path}[${i}] is a hole, which JSON writes as null`
+        const loss = lossOf(object[i], `${path}[${i}]`, parents)
+        if (loss !== undefined) return loss
+      }
+      return undefined
+    }
+    const proto = Object.getPrototypeOf(object)
+    if (proto !== Object.prototype && proto !== null) {
+      const kind = typeof proto?.constructor === "function" && proto.constructor.name !== "" ? proto.constructor.name : "object"
+      return `${path} is an instance of ${kind}, which JSON does not keep`
+    }
+    if (Object.getOwnPropertySymbols(object).length > 0) return `${path} has symbol keys, which JSON drops`
+    for (const key of Object.keys(object)) {
+      const loss = lossOf((object as Record<string, unknown>)[key], `${path}.${key}`, parents)
+      if (loss !== undefined) return loss
+    }
+    return undefined
+  } finally {
+    parents.pop()
+  }
+}
+
 class PipeImpl<Name extends Redis.KeyName, A> implements Pipe.Pipe<Name, A> {
   readonly label: string
   readonly ttlMillis: number
-  readonly encodeJson: (a: A) => Either.Either<string, ParseResult.ParseError>
+  readonly encode: (a: A) => Either.Either<unknown, ParseResult.ParseError>
   readonly decodeJson: (u: unknown) => Either.Either<A, ParseResult.ParseError>
   constructor(readonly namespace: string, readonly schema: Pipe.MessageSchema<A>, readonly ttl: Duration.Duration) {
     this.label = `Pipe(${namespace})`
     this.ttlMillis = toMillis(ttl)
     // The encoded type is not named (Schema is invariant in it): rebuilt from the AST as unknown.
-    const json = Schema.parseJson(Schema.make<A, unknown, never>(schema.ast))
-    this.encodeJson = Schema.encodeEither(json)
-    this.decodeJson = Schema.decodeUnknownEither(json)
+    const message = Schema.make<A, unknown, never>(schema.ast)
+    this.encode = Schema.encodeEither(message)
+    this.decodeJson = Schema.decodeUnknownEither(Schema.parseJson(message))
     Object.freeze(this)
   }
 
@@ -348,21 +399,31 @@ class PipeImpl<Name extends Redis.KeyName, A> implements Pipe.Pipe<Name, A> {
     }))
   }
 
+  /**
+   * The JSON of a message's encoded form, or why it cannot travel: its encoding failed, or JSON would
+   * not give back exactly that encoded form (see {@link lossOf}), so the receiver would not decode an
+   * equal message.
+   */
+  payload(message: A): string | { readonly message: string } {
+    const encoded = this.encode(message)
+    if (Either.isLeft(encoded)) return { message: ParseResult.TreeFormatter.formatErrorSync(encoded.left) }
+    const loss = lossOf(encoded.right, "message", [])
+    return loss === undefined
+      ? JSON.stringify(encoded.right)
+      : { message: `the message would not arrive as sent: ${loss}` }
+  }
+
   readonly send = (name: Name, message: A): Effect.Effect<void, Redis.RedisError | Redis.InvalidInput, Pipe.Requirements> => {
     const keys = this.keys("send", name)
     if (Either.isLeft(keys)) return Effect.fail(keys.left)
-    const payload = this.encodeJson(message)
-    if (Either.isLeft(payload)) {
+    const payload = this.payload(message)
+    if (typeof payload !== "string") {
       return Effect.fail(
-        new Redis.InvalidInput({
-          operation: `${this.label}.send`,
-          argument: "message",
-          message: ParseResult.TreeFormatter.formatErrorSync(payload.left)
-        })
+        new Redis.InvalidInput({ operation: `${this.label}.send`, argument: "message", message: payload.message })
       )
     }
     const { closed, inflight, messages } = keys.right
-    const args = [payload.right, String(this.ttlMillis)]
+    const args = [payload, String(this.ttlMillis)]
     return access.write(Pipe.entity, (redis) => Effect.asVoid(redis.script(SEND, [messages, closed, inflight], args)))
   }
 
