@@ -2,14 +2,14 @@
  * FixedWindow: a rate limiter that counts requests per name in fixed windows of server time: at most
  * `limit` per window, the count starting again at zero when a window ends.
  *
- * This is the algorithm of seed 003 (`INCR RATELIMIT:{ip}:{unix_second}`), done right: the windows are
- * aligned to the Redis server's clock (`TIME`, inside the script), never the client's; they may be any
- * length, not only whole seconds; a denied request takes nothing; and one script reads, checks and
- * counts, so replicas never count past the limit.
+ * This is the algorithm many reverse proxies run on Redis (`INCR RATELIMIT:{ip}:{unix_second}`), done
+ * right: the windows are aligned to the Redis server's clock (`TIME`, inside the script), never the
+ * client's; they may be any length, not only whole seconds; a denied request takes nothing; and one
+ * script reads, checks and counts, so replicas never count past the limit.
  *
  * **Windows.** The window holding server time `now` (in µs since the epoch) starts at
  * `now - now mod window` and ends `window` later: with a 1-second window, windows start on whole
- * seconds, as the seed's keys do.
+ * seconds, as `{unix_second}` keys do.
  *
  * **What lives in Redis.** One string per name that has counted something in the current window:
  * `@@wakuwaku:FixedWindow:<namespace>:<name>` holding `"<window start µs> <count>"`. It expires when
@@ -33,7 +33,7 @@
  * import { Effect } from "effect"
  * import { FixedWindow, Redis } from "wakuwaku"
  *
- * // The seed's policy: 10 requests per client IP per second.
+ * // 10 requests per client IP per second.
  * export const PER_IP = FixedWindow.make<string>("per-ip", 10, "1 second")
  *
  * export const check = (ip: string) =>

@@ -141,7 +141,8 @@ export type Acquire =
 export const tryOnce: Acquire = { _tag: "Try" }
 
 /**
- * Retry following `schedule` until `deadline`, then fail with {@link LockUnavailable}.
+ * Retry following `schedule` until `deadline`, then fail with {@link LockUnavailable}. A `deadline` that
+ * is not a duration longer than zero throws a `RangeError` here.
  *
  * @since 0.1.0
  * @category acquisition
@@ -149,7 +150,7 @@ export const tryOnce: Acquire = { _tag: "Try" }
 export const wait = (options: {
   readonly schedule?: Schedule.Schedule<unknown> | undefined
   readonly deadline?: Duration.DurationInput | undefined
-} = {}): Acquire => ({ _tag: "Wait", ...options })
+} = {}): Acquire => internal.wait(options)
 
 /**
  * Options of the scoped forms.
@@ -160,7 +161,10 @@ export const wait = (options: {
 export interface Options {
   /** How to acquire; default {@link wait}(). */
   readonly acquire?: Acquire | undefined
-  /** How often the lease is renewed while held; default a third of the lease. */
+  /**
+   * How often the lease is renewed while held; default a third of the lease. One that is not a duration
+   * longer than zero throws a `RangeError` when the scoped form is applied.
+   */
   readonly renewEvery?: Duration.DurationInput | undefined
 }
 

@@ -9,19 +9,39 @@ import * as Redis from "../Redis.js"
 /** @internal */
 export const PREFIX = "@@wakuwaku"
 
-const NAMESPACE = /^[A-Za-z0-9_.\-]+$/
+/** @internal The longest namespace, in characters. */
+export const MAX_NAMESPACE = 64
 
-/** @internal Throws at construction: a namespace is a short word, so that `:` and `{}` stay separators. */
+const NAMESPACE = /^[A-Za-z0-9_.\-]{1,64}$/
+
+/** A value as an error message shows it: JSON, cut short when long. */
+export const preview = (value: unknown): string => {
+  if (typeof value === "string" && value.length > 80) return `a string of ${value.length} characters`
+  if (typeof value === "bigint") return `${value}n`.length > 80 ? `a bigint of ${String(value).length} digits` : `${value}n`
+  try {
+    const json = JSON.stringify(value)
+    return json === undefined ? String(value) : json.length > 80 ? `${json.slice(0, 77)}...` : json
+  } catch {
+    return typeof value
+  }
+}
+
+/**
+ * @internal Throws at construction: a namespace is a short word (1 to 64 letters, digits, `_`, `.` or
+ * `-`), so that `:` and `{}` stay separators and keys stay short. The CLI checks its `--namespace` here.
+ */
 export const validateNamespace = (kind: string, namespace: string): string => {
   if (typeof namespace !== "string" || !NAMESPACE.test(namespace)) {
     throw new TypeError(
-      `wakuwaku: ${kind} namespace must be a non-empty string of letters, digits, '_', '.' or '-', got ${
-        JSON.stringify(namespace)
-      }`
+      `wakuwaku: ${kind} namespace must be a non-empty string of at most ${MAX_NAMESPACE} letters, digits, ` +
+        `'_', '.' or '-', got ${preview(namespace)}`
     )
   }
   return namespace
 }
+
+/** @internal The longest encoded name, in bytes (UTF-8, as Redis stores it). */
+export const MAX_NAME_BYTES = 4096
 
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/
 
@@ -33,6 +53,10 @@ const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[
 export const encodeName = (name: Redis.KeyName): Either.Either<string, string> => {
   switch (typeof name) {
     case "string":
+      // A UTF-16 code unit takes 1 to 3 bytes of UTF-8: check the cheap bounds before the exact one.
+      if (name.length > MAX_NAME_BYTES || (name.length * 3 > MAX_NAME_BYTES && Buffer.byteLength(name) > MAX_NAME_BYTES)) {
+        return Either.left(tooLong(Buffer.byteLength(name), "string"))
+      }
       return LONE_SURROGATE.test(name)
         ? Either.left("a string name must be well-formed UTF-16 (it has a lone surrogate)")
         : Either.right(name)
@@ -40,14 +64,26 @@ export const encodeName = (name: Redis.KeyName): Either.Either<string, string> =
       return Number.isSafeInteger(name)
         ? Either.right(String(name === 0 ? 0 : name))
         : Either.left(`a number name must be a safe integer, got ${name}`)
-    case "bigint":
-      return Either.right(name.toString(10))
+    case "bigint": {
+      // Hex first (linear), so that a huge bigint is refused before its decimal form is computed.
+      if (name.toString(16).length > MAX_NAME_BYTES) return Either.left(tooLong(undefined, "bigint"))
+      const decimal = name.toString(10)
+      return decimal.length > MAX_NAME_BYTES ? Either.left(tooLong(decimal.length, "bigint")) : Either.right(decimal)
+    }
     default:
-      return name instanceof Uint8Array
-        ? Either.right(Buffer.from(name.buffer, name.byteOffset, name.byteLength).toString("hex"))
-        : Either.left(`a name must be a string, a safe integer, a bigint or a Uint8Array, got ${typeof name}`)
+      if (!(name instanceof Uint8Array)) {
+        return Either.left(
+          `a name must be a string, a safe integer, a bigint or a Uint8Array, got ${name === null ? "null" : typeof name}`
+        )
+      }
+      return 2 * name.byteLength > MAX_NAME_BYTES
+        ? Either.left(tooLong(2 * name.byteLength, "Uint8Array, in hex"))
+        : Either.right(Buffer.from(name.buffer, name.byteOffset, name.byteLength).toString("hex"))
   }
 }
+
+const tooLong = (bytes: number | undefined, what: string) =>
+  `a name must encode to at most ${MAX_NAME_BYTES} bytes, got ${bytes === undefined ? "more" : bytes} (a ${what})`
 
 /** @internal {@link encodeName}, failing with InvalidInput for `<label>.<operation>`. */
 export const encodeNameOf = (

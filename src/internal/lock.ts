@@ -3,6 +3,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
+import type * as Schedule from "effect/Schedule"
 import * as Lock from "../Lock.js"
 import * as Redis from "../Redis.js"
 import * as access from "./access.js"
@@ -225,7 +226,17 @@ class LockImpl<Name extends Redis.KeyName> implements Lock.Lock<Name> {
 export const make = <Name extends Redis.KeyName>(namespace: string, ttl: Duration.DurationInput): Lock.Lock<Name> =>
   new LockImpl<Name>(key.validateNamespace(KIND, namespace), bounded(ttl, `Lock(${namespace}) ttl`))
 
-/** @internal A third of the lease, or the option. */
+/** @internal {@link Lock.wait}, its deadline checked now. */
+export const wait = (options: {
+  readonly schedule?: Schedule.Schedule<unknown> | undefined
+  readonly deadline?: Duration.DurationInput | undefined
+}): Lock.Acquire => ({
+  _tag: "Wait",
+  ...options,
+  ...(options.deadline === undefined ? {} : { deadline: positive(options.deadline, "Lock.wait deadline") })
+})
+
+/** @internal A third of the lease, or the option; throws a `RangeError` on an option that is no positive duration. */
 export const renewal = (ttl: Duration.Duration, options: Lock.Options | undefined): Duration.Duration =>
   options?.renewEvery === undefined
     ? Duration.millis(Math.max(1, Math.floor(Duration.toMillis(ttl) / 3)))
@@ -234,6 +245,7 @@ export const renewal = (ttl: Duration.Duration, options: Lock.Options | undefine
 /** @internal */
 export const scoped = <Name extends Redis.KeyName>(lock: Lock.Lock<Name>, name: Name, options: Lock.Options | undefined) => {
   const label = `Lock(${lock.namespace})`
+  const renewEvery = renewal(lock.ttl, options)
   const encoded = key.encodeNameOf(label, "withLock", name)
   if (Either.isLeft(encoded)) return Effect.fail(encoded.left)
   const lostError = (token: Lock.LockToken) => (reason: Lock.LockLost["reason"]) =>
@@ -246,7 +258,7 @@ export const scoped = <Name extends Redis.KeyName>(lock: Lock.Lock<Name>, name: 
       () => new Lock.LockUnavailable({ lock: label, name: encoded.right })
     ),
     (granted) =>
-      lease.hold<Lock.LockToken, Lock.Requirements>(granted, lock.ttl, renewal(lock.ttl, options), lostError(granted.token))
+      lease.hold<Lock.LockToken, Lock.Requirements>(granted, lock.ttl, renewEvery, lostError(granted.token))
   )
 }
 

@@ -443,6 +443,16 @@ class PipeImpl<Name extends Redis.KeyName, A> implements Pipe.Pipe<Name, A> {
   ): Stream.Stream<A, Pipe.ReceiveError, Pipe.Requirements> => {
     const keys = this.keys("receive", name)
     if (Either.isLeft(keys)) return Stream.fail(keys.left)
+    const delivery: unknown = options?.delivery
+    if (delivery !== undefined && delivery !== "at-most-once" && delivery !== "at-least-once") {
+      return Stream.fail(
+        new Redis.InvalidInput({
+          operation: `${this.label}.receive`,
+          argument: "delivery",
+          message: `delivery must be "at-most-once" or "at-least-once", got ${key.preview(delivery)}`
+        })
+      )
+    }
     return Stream.unwrapScoped(
       Effect.flatMap(access.write(Pipe.entity, Effect.succeed), (redis) => receiver(this, keys.right, redis, options))
     )

@@ -298,6 +298,7 @@ const held = <Name extends Redis.KeyName, T extends lease.Lease<RwLock.Requireme
   fence: (token: T) => bigint | undefined
 ) => {
   const label = `RwLock(${rw.namespace}).${side}`
+  const renewEvery = renewal(rw.ttl, options)
   const encoded = key.encodeNameOf(`RwLock(${rw.namespace})`, side === "read" ? "withRead" : "withWrite", name)
   if (Either.isLeft(encoded)) return Effect.fail(encoded.left)
   return Effect.flatMap(
@@ -308,7 +309,7 @@ const held = <Name extends Redis.KeyName, T extends lease.Lease<RwLock.Requireme
       () => new Lock.LockUnavailable({ lock: label, name: encoded.right })
     ),
     (granted) =>
-      lease.hold<T, RwLock.Requirements>(granted, rw.ttl, renewal(rw.ttl, options), (reason) =>
+      lease.hold<T, RwLock.Requirements>(granted, rw.ttl, renewEvery, (reason) =>
         new Lock.LockLost({ lock: label, name: encoded.right, fence: fence(granted.token), reason }))
   )
 }
@@ -328,8 +329,10 @@ export const scopedWrite = <Name extends Redis.KeyName>(
   rw: RwLock.RwLock<Name>,
   name: Name,
   options: Lock.Options | undefined
-) =>
-  Effect.suspend(() => {
+) => {
+  // Options are checked now, when the scoped form is applied, as for reads (never inside the Effect).
+  renewal(rw.ttl, options)
+  return Effect.suspend(() => {
     const impl = rw as RwLockImpl<Name>
     const secret = lease.secret()
     const waits = (options?.acquire ?? Lock.wait())._tag === "Wait"
@@ -337,3 +340,4 @@ export const scopedWrite = <Name extends Redis.KeyName>(
       Effect.onError(() => waits ? impl.withdraw(name, secret) : Effect.void)
     )
   })
+}
