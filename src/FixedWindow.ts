@@ -44,12 +44,33 @@
  *
  * @since 0.1.0
  */
+import * as Admission_ from "./Admission.js"
+import type * as Data from "effect/Data"
 import type * as Duration from "effect/Duration"
 import type * as Effect from "effect/Effect"
 import type * as Capability from "./Capability.js"
 import * as internal from "./internal/fixedWindow.js"
 import type * as Redis from "./Redis.js"
-import * as TokenBucket from "./TokenBucket.js"
+
+/**
+ * @since 0.1.0
+ * @category type ids
+ */
+export const TypeId: unique symbol = internal.TypeId
+
+/**
+ * @since 0.1.0
+ * @category type ids
+ */
+export type TypeId = typeof TypeId
+
+/**
+ * Whether a value is a limiter made by {@link make}.
+ *
+ * @since 0.1.0
+ * @category guards
+ */
+export const isFixedWindow: (u: unknown) => u is FixedWindow<never> = internal.isFixedWindow
 
 /**
  * The entity that fixed-window operations read and write.
@@ -78,7 +99,7 @@ export type Requirements<Access extends "read" | "write"> =
     : Capability.Read<Capability.Entity<"FixedWindow">>)
 
 /**
- * The outcome of an acquire: the same shape as a token bucket's.
+ * The outcome of an acquire: the same as a token bucket's (the `Admission` module's).
  * - `Allowed`: counted. `remaining` is what is left in this window.
  * - `Denied`: nothing counted. `retryAfter` is the time until the window ends (whole milliseconds,
  *   rounded up), or `None` when `cost` exceeds `limit`: split the request instead of retrying.
@@ -86,15 +107,15 @@ export type Requirements<Access extends "read" | "write"> =
  * @since 0.1.0
  * @category models
  */
-export type Admission = TokenBucket.Admission
+export type Admission = Admission_.Admission
 
 /**
- * Constructors and matchers of {@link Admission} (the same as `TokenBucket.Admission`).
+ * Constructors and matchers of {@link Admission} (the `Admission` module's, as `TokenBucket.Admission`).
  *
  * @since 0.1.0
  * @category models
  */
-export const Admission = TokenBucket.Admission
+export const Admission: Data.TaggedEnum.Constructor<Admission> = Admission_.Admission
 
 /**
  * A fixed-window limiter: a plain immutable value, declared once as a module-level constant.
@@ -103,6 +124,7 @@ export const Admission = TokenBucket.Admission
  * @category models
  */
 export interface FixedWindow<in Name extends Redis.KeyName> {
+  readonly [TypeId]: TypeId
   /** Keeps this limiter's keys apart from every other's. */
   readonly namespace: string
   /** The most a name may count in one window. */

@@ -20,11 +20,11 @@
  * suffix per key (`@@wakuwaku:<Kind>:{<namespace>:<name>}:<suffix>`), so all its keys share one slot.
  * Every key carries a TTL.
  *
- * **Scripts** are values ({@link Script}): a name, the Lua source and the number of keys it declares.
- * They run by EVALSHA, and by EVAL once when the server answers NOSCRIPT (after a restart or a
- * `SCRIPT FLUSH`). Every key a script touches arrives through KEYS. Calls of a script that has a
- * `many` variant, made while other calls are in flight on the connection, are sent together as one
- * call of that variant (at most 32), each still getting its own reply; a lone call on an idle
+ * **Scripts** are `Script` definitions: the Lua, the twin the embedded backend runs instead, and the
+ * reply's decoder. They run by EVALSHA, and by EVAL once when the server answers NOSCRIPT (after a
+ * restart or a `SCRIPT FLUSH`). Every key a script touches arrives through KEYS. Calls of a script that
+ * has a `many` variant, made while other calls are in flight on the connection, are sent together as
+ * one call of that variant (at most 32), each still getting its own reply; a lone call on an idle
  * connection goes at once.
  *
  * **Client defaults, chosen for a limiter** (each can be overridden in {@link Options}):
@@ -48,15 +48,16 @@
  */
 import type * as ConfigError from "effect/ConfigError"
 import * as Context from "effect/Context"
-import * as Data from "effect/Data"
 import type * as Duration from "effect/Duration"
 import type * as Effect from "effect/Effect"
 import type * as Layer from "effect/Layer"
+import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import type { Cluster, ClusterNode, ClusterOptions as IORedisClusterOptions, Redis as IORedis, RedisOptions } from "ioredis"
 import type * as Capability from "./Capability.js"
 import * as memory from "./internal/memory.js"
 import * as internal from "./internal/redis.js"
+import type * as Script from "./Script.js"
 
 /**
  * @since 0.1.0
@@ -71,52 +72,6 @@ export const TypeId: unique symbol = Symbol.for("wakuwaku/Redis")
 export type TypeId = typeof TypeId
 
 /**
- * A script the library runs: its Lua source, and how many of its arguments are keys.
- *
- * @since 0.1.0
- * @category models
- */
-export interface Script {
-  /** A short name, used in errors. */
-  readonly name: string
-  /** The Lua source. */
-  readonly lua: string
-  /** How many KEYS the script declares (per call, when `variadic`); the rest of its arguments are ARGV. */
-  readonly keys: number
-  /** KEYS and ARGV are those of several calls, laid end to end: the `many` variant of some script. */
-  readonly variadic?: boolean | undefined
-  /** The SHA1 of `lua`, as EVALSHA wants it. */
-  readonly sha1: string
-  /**
-   * A variadic variant that runs many calls of this script in one: its KEYS and ARGV are the calls'
-   * KEYS and ARGV one after another (every call with the same number of KEYS), and it replies with an
-   * array of their replies (or errors), in order. When it is set, calls made together may be sent
-   * together.
-   */
-  readonly many?: Script | undefined
-  /**
-   * The script only reads: it runs as EVALSHA_RO (Redis 7+), which a read-only replica serves and which
-   * a cluster client with `scaleReads` sends to replicas.
-   */
-  readonly readOnly?: boolean | undefined
-}
-
-/**
- * Declares a script. Its SHA1 is computed once, here.
- *
- * @since 0.1.0
- * @category constructors
- */
-export const script = (options: {
-  readonly name: string
-  readonly lua: string
-  readonly keys: number
-  readonly variadic?: boolean | undefined
-  readonly many?: Script | undefined
-  readonly readOnly?: boolean | undefined
-}): Script => internal.script(options)
-
-/**
  * A name of an item: a string, a number (a safe integer), a bigint or bytes. Each encodes canonically
  * into the key: strings as they are, integers in decimal (so `42` and `42n` are one name), bytes in
  * lowercase hex. Give each structure one name type; a union such as `string | number` lets `"42"` and
@@ -128,18 +83,19 @@ export const script = (options: {
 export type KeyName = string | number | bigint | Uint8Array
 
 /**
- * The service.
+ * The service: what every structure needs of Redis.
  *
  * @since 0.1.0
  * @category models
  */
-export interface Redis {
+export interface Service {
   readonly [TypeId]: TypeId
   /**
-   * Runs a script: EVALSHA, and EVAL on NOSCRIPT. `keys.length` must equal `script.keys`.
+   * Runs a script: EVALSHA, and EVAL on NOSCRIPT (on the embedded backend, its twin), and hands over the
+   * reply undecoded (`Script.run` decodes it). `keys.length` must equal `script.keys`.
    */
   readonly script: (
-    script: Script,
+    script: Script.Script<unknown>,
     keys: ReadonlyArray<string>,
     args: ReadonlyArray<string>
   ) => Effect.Effect<unknown, RedisError>
@@ -179,10 +135,12 @@ export interface Dedicated {
 }
 
 /**
+ * The tag of the {@link Service}.
+ *
  * @since 0.1.0
  * @category tags
  */
-export const Redis: Context.Tag<Redis, Redis> = Context.GenericTag<Redis>("wakuwaku/Redis")
+export class Redis extends Context.Tag("wakuwaku/Redis")<Redis, Service>() {}
 
 /**
  * Why a Redis call failed.
@@ -203,19 +161,20 @@ export const Redis: Context.Tag<Redis, Redis> = Context.GenericTag<Redis>("wakuw
 export type RedisErrorReason = "Connection" | "Timeout" | "ReadOnly" | "OutOfMemory" | "Script" | "Reply" | "Server"
 
 /**
- * A server or connection failure. Never a defect: it is in the error channel.
+ * A server or connection failure. Never a defect: it is in the error channel. A `Schema.TaggedError`,
+ * so it crosses an API boundary (`cause` travels as `Schema.Defect` encodes it).
  *
  * @since 0.1.0
  * @category errors
  */
-export class RedisError extends Data.TaggedError("RedisError")<{
+export class RedisError extends Schema.TaggedError<RedisError>("wakuwaku/RedisError")("RedisError", {
   /** Why it failed. */
-  readonly reason: RedisErrorReason
+  reason: Schema.Literal("Connection", "Timeout", "ReadOnly", "OutOfMemory", "Script", "Reply", "Server"),
   /** The command, or `script <name>`, or `connect`. */
-  readonly operation: string
+  operation: Schema.String,
   /** What ioredis or the server said. */
-  readonly cause: unknown
-}> {
+  cause: Schema.Defect
+}) {
   override get message(): string {
     const cause = this.cause instanceof Error ? this.cause.message : String(this.cause)
     return `Redis ${this.operation} failed (${this.reason}): ${cause}`
@@ -224,19 +183,19 @@ export class RedisError extends Data.TaggedError("RedisError")<{
 
 /**
  * An argument that cannot be used: a cost that is not a non-negative safe integer, a name that cannot be
- * encoded. Detected before anything is sent, so nothing is written.
+ * encoded. Detected before anything is sent, so nothing is written. A `Schema.TaggedError`.
  *
  * @since 0.1.0
  * @category errors
  */
-export class InvalidInput extends Data.TaggedError("InvalidInput")<{
+export class InvalidInput extends Schema.TaggedError<InvalidInput>("wakuwaku/InvalidInput")("InvalidInput", {
   /** The operation, such as `TokenBucket(login).acquire`. */
-  readonly operation: string
+  operation: Schema.String,
   /** Which argument: `name`, `cost`, … */
-  readonly argument: string
+  argument: Schema.String,
   /** What is wrong with it. */
-  readonly message: string
-}> {}
+  message: Schema.String
+}) {}
 
 /**
  * Options of the owned-client layers: ioredis options, with durations as `Duration`s.
@@ -295,7 +254,7 @@ export type ReadOnly = Redis | Capability.Read<Capability.AnyEntity>
  * @since 0.1.0
  * @category constructors
  */
-export const make = (client: IORedis | Cluster): Redis => internal.make(client)
+export const make = (client: IORedis | Cluster): Service => internal.make(client)
 
 /**
  * An owned client for a primary: connects while the layer is built, quits when its scope closes.
@@ -363,6 +322,18 @@ export const layerClusterReadOnly = (options: ClusterOptions): Layer.Layer<ReadO
   internal.layerCluster(options, "ReadOnly")
 
 /**
+ * @since 0.1.0
+ * @category type ids
+ */
+export const MemoryStoreTypeId: unique symbol = Symbol.for("wakuwaku/MemoryStore")
+
+/**
+ * @since 0.1.0
+ * @category type ids
+ */
+export type MemoryStoreTypeId = typeof MemoryStoreTypeId
+
+/**
  * A store of the memory backend: keys, values and TTLs in this process's memory. Every layer made
  * with it sees the same data; by default each memory layer makes its own.
  *
@@ -370,7 +341,7 @@ export const layerClusterReadOnly = (options: ClusterOptions): Layer.Layer<ReadO
  * @category models
  */
 export interface MemoryStore {
-  readonly [memory.StoreTypeId]: typeof memory.StoreTypeId
+  readonly [MemoryStoreTypeId]: MemoryStoreTypeId
   /** How many keys the store holds right now, expired ones not yet swept included (as `DBSIZE`). */
   readonly size: number
 }
@@ -421,7 +392,7 @@ export const makeMemoryStore = (options?: { readonly maxKeys?: number | undefine
  *
  * The store belongs to one process. It is not shared across replicas: use it for tests, for a single
  * process, and for running without a server; use {@link layer} when several processes share limits.
- * Scripts declared outside the library (with no twin) fail with a `RedisError` (reason `Script`).
+ * Scripts made without a twin (`Script.make`) fail with a `RedisError` (reason `Script`).
  *
  * @since 0.1.0
  * @category layers

@@ -51,13 +51,32 @@
  * @since 0.1.0
  */
 import type * as Data from "effect/Data"
-import type * as Duration from "effect/Duration"
 import type * as Effect from "effect/Effect"
-import type * as Option from "effect/Option"
+import * as Admission_ from "./Admission.js"
 import type * as Capability from "./Capability.js"
 import * as internal from "./internal/tokenBucket.js"
 import type * as Rate from "./Rate.js"
 import type * as Redis from "./Redis.js"
+
+/**
+ * @since 0.1.0
+ * @category type ids
+ */
+export const TypeId: unique symbol = internal.TypeId
+
+/**
+ * @since 0.1.0
+ * @category type ids
+ */
+export type TypeId = typeof TypeId
+
+/**
+ * Whether a value is a limiter made by {@link make}.
+ *
+ * @since 0.1.0
+ * @category guards
+ */
+export const isTokenBucket: (u: unknown) => u is TokenBucket<never> = internal.isTokenBucket
 
 /**
  * The entity that token-bucket operations read and write.
@@ -86,7 +105,7 @@ export type Requirements<Access extends "read" | "write"> =
     : Capability.Read<Capability.Entity<"TokenBucket">>)
 
 /**
- * The outcome of an acquire.
+ * The outcome of an acquire (the `Admission` module's, shared by every limiter).
  *
  * - `Allowed`: the tokens were taken. `remaining` is the whole tokens left.
  * - `Denied`: nothing was taken. `retryAfter` is how long until the request would succeed if nothing
@@ -96,10 +115,7 @@ export type Requirements<Access extends "read" | "write"> =
  * @since 0.1.0
  * @category models
  */
-export type Admission = Data.TaggedEnum<{
-  Allowed: { readonly remaining: number }
-  Denied: { readonly retryAfter: Option.Option<Duration.Duration> }
-}>
+export type Admission = Admission_.Admission
 
 /**
  * Constructors and matchers of {@link Admission}: `Admission.Allowed({ remaining })`, `Admission.$is`,
@@ -108,7 +124,7 @@ export type Admission = Data.TaggedEnum<{
  * @since 0.1.0
  * @category models
  */
-export const Admission: Data.TaggedEnum.Constructor<Admission> = internal.Admission
+export const Admission: Data.TaggedEnum.Constructor<Admission> = Admission_.Admission
 
 /**
  * A token-bucket limiter: a plain immutable value, declared once as a module-level constant.
@@ -117,6 +133,7 @@ export const Admission: Data.TaggedEnum.Constructor<Admission> = internal.Admiss
  * @category models
  */
 export interface TokenBucket<in Name extends Redis.KeyName> {
+  readonly [TypeId]: TypeId
   /** Keeps this limiter's keys apart from every other's. */
   readonly namespace: string
   /** The most tokens a bucket holds: the burst. */

@@ -5,6 +5,9 @@
  */
 
 /** @since 0.1.0 */
+export * as Admission from "./Admission.js"
+
+/** @since 0.1.0 */
 export * as Capability from "./Capability.js"
 
 /** @since 0.1.0 */
@@ -21,6 +24,9 @@ export * as Rate from "./Rate.js"
 
 /** @since 0.1.0 */
 export * as Redis from "./Redis.js"
+
+/** @since 0.1.0 */
+export * as Script from "./Script.js"
 
 /** @since 0.1.0 */
 export * as TokenBucket from "./TokenBucket.js"

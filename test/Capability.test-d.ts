@@ -61,8 +61,9 @@ describe("Capability", () => {
   })
 
   it("the Redis tag is a plain service tag", () => {
-    expectTypeOf(Redis.Redis).toEqualTypeOf<Context.Tag<Redis.Redis, Redis.Redis>>()
-    expectTypeOf<Effect.Effect.Success<ReturnType<Redis.Redis["command"]>>>().toEqualTypeOf<unknown>()
+    expectTypeOf(Redis.Redis).toMatchTypeOf<Context.Tag<Redis.Redis, Redis.Service>>()
+    expectTypeOf<Context.Tag.Service<typeof Redis.Redis>>().toEqualTypeOf<Redis.Service>()
+    expectTypeOf<Effect.Effect.Success<ReturnType<Redis.Service["command"]>>>().toEqualTypeOf<unknown>()
   })
 })
 

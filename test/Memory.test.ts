@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Chunk, Duration, Effect, Exit, Fiber, Option, Schema, Stream, TestClock } from "effect"
-import { Lock, Pipe, Rate, Redis, TokenBucket } from "wakuwaku"
+import { Lock, Pipe, Rate, Redis, Script, TokenBucket } from "wakuwaku"
 import { command, exists, get, keysMatching, pttl } from "./support/backends.js"
 
 const { Allowed, Denied } = TokenBucket.Admission
@@ -232,7 +232,7 @@ describe("Memory backend", () => {
 
   it.effect("a script with no twin fails with RedisError (Script)", () =>
     Effect.gen(function*() {
-      const MINE = Redis.script({ name: "mine", keys: 1, lua: "return redis.call('GET', KEYS[1])" })
+      const MINE = Script.make({ name: "mine", keys: 1, lua: "return redis.call('GET', KEYS[1])" })
       const redis = yield* Redis.Redis
       const error = yield* Effect.flip(redis.script(MINE, ["k"], []))
       expect(error).toBeInstanceOf(Redis.RedisError)

@@ -38,9 +38,20 @@ describe("package", () => {
     expect(stdout).toContain("Usage: wakuwaku proxy [flags]")
   })
 
-  it("the root exports the namespaces Capability, FixedWindow, Lock, Pipe, Rate, Redis, RwLock and TokenBucket", async () => {
+  it("the root exports the namespaces Admission, Capability, FixedWindow, Lock, Pipe, Rate, Redis, RwLock, Script and TokenBucket", async () => {
     const { stdout } = await node(`import("wakuwaku").then((m) => console.log(JSON.stringify(Object.keys(m))))`)
-    expect(JSON.parse(stdout)).toEqual(["Capability", "FixedWindow", "Lock", "Pipe", "Rate", "Redis", "RwLock", "TokenBucket"])
+    expect(JSON.parse(stdout)).toEqual([
+      "Admission",
+      "Capability",
+      "FixedWindow",
+      "Lock",
+      "Pipe",
+      "Rate",
+      "Redis",
+      "RwLock",
+      "Script",
+      "TokenBucket"
+    ])
   })
 
   it("the built entry runs against Redis from plain Node", async () => {

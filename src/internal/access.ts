@@ -18,7 +18,7 @@ const keysOf = (verb: Verb, entity: Capability.AnyEntity): Keys => {
   return found
 }
 
-const checked = <A, Err, R>(verb: Verb, entity: Capability.AnyEntity, f: (redis: Redis.Redis) => Effect.Effect<A, Err>) => {
+const checked = <A, Err, R>(verb: Verb, entity: Capability.AnyEntity, f: (redis: Redis.Service) => Effect.Effect<A, Err>) => {
   const needed = keysOf(verb, entity)
   return core.contextWithEffect((context: Context.Context<R>) =>
     allows(context as Context.Context<never>, needed)
@@ -30,11 +30,11 @@ const checked = <A, Err, R>(verb: Verb, entity: Capability.AnyEntity, f: (redis:
 /** @internal Runs `f` with the Redis service, once the grant in scope is checked to allow writing `entity`. */
 export const write = <E extends Capability.AnyEntity, A, Err>(
   entity: E,
-  f: (redis: Redis.Redis) => Effect.Effect<A, Err>
+  f: (redis: Redis.Service) => Effect.Effect<A, Err>
 ): Effect.Effect<A, Err, Redis.Redis | Capability.Write<E>> => checked("write", entity, f)
 
 /** @internal {@link write}, for reading. */
 export const read = <E extends Capability.AnyEntity, A, Err>(
   entity: E,
-  f: (redis: Redis.Redis) => Effect.Effect<A, Err>
+  f: (redis: Redis.Service) => Effect.Effect<A, Err>
 ): Effect.Effect<A, Err, Redis.Redis | Capability.Read<E>> => checked("read", entity, f)

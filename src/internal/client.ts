@@ -8,7 +8,9 @@ import keySlot from "cluster-key-slot"
 import { Cluster, Redis as IORedisClient } from "ioredis"
 import type { Redis as IORedis } from "ioredis"
 import * as Redis from "../Redis.js"
+import type * as Script from "../Script.js"
 import { redisError } from "./errors.js"
+import { checkKeys } from "./script.js"
 
 type Resume = (effect: Effect.Effect<unknown, Redis.RedisError>) => void
 
@@ -69,7 +71,7 @@ interface Batch {
  *   in order. A call on an idle connection is sent at once, as the script itself. A call interrupted
  *   before its batch is sent is left out of it.
  */
-export const make = (client: IORedis | Cluster, deadlines?: Deadlines): Redis.Redis => {
+export const make = (client: IORedis | Cluster, deadlines?: Deadlines): Redis.Service => {
   /** Requests sent and not yet answered. */
   let inFlight = 0
 
@@ -106,7 +108,7 @@ export const make = (client: IORedis | Cluster, deadlines?: Deadlines): Redis.Re
    * A read-only script goes as EVALSHA_RO / EVAL_RO, which replicas serve.
    */
   const sendScript = (
-    script: Redis.Script,
+    script: Script.Script<unknown>,
     keys: ReadonlyArray<string>,
     args: ReadonlyArray<string>,
     settle: (outcome: Outcome) => void
@@ -126,10 +128,10 @@ export const make = (client: IORedis | Cluster, deadlines?: Deadlines): Redis.Re
     )
 
   /** Open batches by script, and on a cluster by hash slot too: one script call runs on one node. */
-  const open = new Map<Redis.Script, Map<number, Batch>>()
+  const open = new Map<Script.Script<unknown>, Map<number, Batch>>()
   const slotOf = client instanceof Cluster ? (keys: ReadonlyArray<string>) => keySlot(keys[0]!) : () => 0
 
-  const flush = (script: Redis.Script, slot: number, batch: Batch) => {
+  const flush = (script: Script.Script<unknown>, slot: number, batch: Batch) => {
     if (batch.sent) return
     batch.sent = true
     const bySlot = open.get(script)
@@ -185,7 +187,7 @@ export const make = (client: IORedis | Cluster, deadlines?: Deadlines): Redis.Re
     })
   }
 
-  const batched = (script: Redis.Script, keys: ReadonlyArray<string>, args: ReadonlyArray<string>) =>
+  const batched = (script: Script.Script<unknown>, keys: ReadonlyArray<string>, args: ReadonlyArray<string>) =>
     Effect.async<unknown, Redis.RedisError>((resume) => {
       const slot = slotOf(keys)
       let bySlot = open.get(script)
@@ -215,15 +217,14 @@ export const make = (client: IORedis | Cluster, deadlines?: Deadlines): Redis.Re
 
   return {
     [Redis.TypeId]: Redis.TypeId,
-    script: (script, keys, args) =>
-      (script.variadic ? keys.length === 0 || keys.length % script.keys !== 0 : keys.length !== script.keys)
-        ? Effect.dieMessage(
-          `wakuwaku: script ${script.name} declares ${script.keys} keys${script.variadic ? " per call" : ""}, ` +
-            `got ${keys.length}`
-        )
+    script: (script, keys, args) => {
+      const wrong = checkKeys(script, keys)
+      return wrong !== undefined
+        ? Effect.dieMessage(wrong)
         : script.many !== undefined
         ? batched(script, keys, args)
-        : Effect.async((resume) => sendScript(script, keys, args, (outcome) => resume(toEffect(outcome)))),
+        : Effect.async((resume) => sendScript(script, keys, args, (outcome) => resume(toEffect(outcome))))
+    },
     command: (name, args) =>
       Effect.async((resume) =>
         send(

@@ -1,17 +1,24 @@
 /** @internal */
 import * as Duration from "effect/Duration"
 import type * as FixedWindow from "../FixedWindow.js"
-import * as Redis from "../Redis.js"
+import type * as Redis from "../Redis.js"
+import * as Script from "../Script.js"
 import { MAX_MICROS, MAX_TEXT } from "./duration.js"
 import * as key from "./key.js"
 import * as limiter from "./limiter.js"
-import { MANY, NOW_US } from "./lua.js"
-import * as memory from "./memory.js"
+import { NOW_US } from "./lua.js"
+import { define, manyLua, manyTwin } from "./script.js"
 
 const KIND = "FixedWindow"
 
 /** @internal */
 export const entity = Object.freeze({ kind: KIND }) as FixedWindow.Entity
+
+/** @internal */
+export const TypeId: FixedWindow.TypeId = Symbol.for("wakuwaku/FixedWindow") as FixedWindow.TypeId
+
+/** @internal */
+export const isFixedWindow = (u: unknown): u is FixedWindow.FixedWindow<never> => typeof u === "object" && u !== null && TypeId in u
 
 /**
  * @internal Lua shared by the scripts. A window's parameters travel as one ARGV string,
@@ -61,17 +68,17 @@ interface Window {
 }
 const windowOf = (s: string): Window => {
   const m = /^(\d+) (\d+)$/.exec(s)
-  if (m === null) throw new memory.ReplyError(`ERR bad window ${JSON.stringify(s)}`)
+  if (m === null) throw new Script.ReplyError(`ERR bad window ${JSON.stringify(s)}`)
   return { limit: Number(m[1]), size: Number(m[2]) }
 }
-const usedTwin = (db: memory.Db, key: string, start: number): number => {
+const usedTwin = (db: Script.Keyspace, key: string, start: number): number => {
   const state = db.get(key)
   if (state === null) return 0
   const sp = state.indexOf(" ")
   if (Number(state.slice(0, sp)) !== start) return 0
   return Number(state.slice(sp + 1))
 }
-const take = (db: memory.Db, key: string, w: Window, cost: number): memory.Reply => {
+const take = (db: Script.Keyspace, key: string, w: Window, cost: number): Script.Reply => {
   const start = db.now - db.now % w.size
   let count = usedTwin(db, key, start)
   const left = Math.ceil((start + w.size - db.now) / 1000)
@@ -84,61 +91,46 @@ const take = (db: memory.Db, key: string, w: Window, cost: number): memory.Reply
   }
   return [1, 0, remaining - cost]
 }
-const acquireTwin: memory.Twin = (db, keys, argv) => take(db, keys[0]!, windowOf(argv[0]!), Number(argv[1]))
-
-/**
- * @internal Many acquires at one server time, each as {@link ACQUIRE}, in order, each protected.
- * KEYS[i] the window of call i; ARGV[2i-1] its "<limit> <window µs>", ARGV[2i] its cost.
- * Returns, per call: remaining when allowed (an integer, not a table: cheaper for Redis to reply),
- * {0, retry_ms, remaining} when denied, or an error reply.
- */
-export const ACQUIRE_MANY = memory.twin(
-  Redis.script({
-    name: "FixedWindow.acquireMany",
-    keys: 1,
-    variadic: true,
-    lua: `${FUNCTIONS}${limiter.ACQUIRE_CALL("window")}${MANY("call", 1, 2)}`
-  }),
-  memory.many(limiter.compact(acquireTwin), 1, 2)
-)
+const acquireTwin: Script.Twin = (db, keys, argv) => take(db, keys[0]!, windowOf(argv[0]!), Number(argv[1]))
 
 /**
  * @internal Counts `cost` in the current window if it stays within the limit; a denial writes nothing.
  * KEYS[1] the name's window; ARGV[1] "<limit> <window µs>", ARGV[2] the cost (whole units).
  * Returns {1, 0, remaining} if allowed, {0, retry_ms, remaining} if denied (retry_ms: until the window
- * ends, rounded up), retry_ms -1 when cost > limit (never). Calls made together are batched into
- * {@link ACQUIRE_MANY}.
+ * ends, rounded up), retry_ms -1 when cost > limit (never). Calls made together are batched: its `many`
+ * variant runs many acquires at one server time, each protected, and replies, per call, remaining when
+ * allowed (an integer, not a table: cheaper for Redis to reply), {0, retry_ms, remaining} when denied,
+ * or an error reply.
  */
-export const ACQUIRE = memory.twin(
-  Redis.script({
-    name: "FixedWindow.acquire",
-    keys: 1,
-    many: ACQUIRE_MANY,
-    lua: `${FUNCTIONS}return {take(KEYS[1], window(ARGV[1]), tonumber(ARGV[2]))}
-`
-  }),
-  acquireTwin
-)
+export const ACQUIRE = define({
+  name: "FixedWindow.acquire",
+  keys: 1,
+  lua: `${FUNCTIONS}return {take(KEYS[1], window(ARGV[1]), tonumber(ARGV[2]))}
+`,
+  twin: acquireTwin,
+  decode: limiter.admission,
+  many: { lua: `${FUNCTIONS}${limiter.ACQUIRE_CALL("window")}${manyLua("call", 1, 2)}`, twin: manyTwin(limiter.compact(acquireTwin), 1, 2) }
+})
 
 /** @internal What is left in the current window, without counting. KEYS[1] the window; ARGV[1] "<limit> <window µs>". */
-export const PEEK = memory.twin(
-  Redis.script({
-    name: "FixedWindow.peek",
-    keys: 1,
-    readOnly: true,
-    lua: `${FUNCTIONS}local w = window(ARGV[1])
+export const PEEK = define({
+  name: "FixedWindow.peek",
+  keys: 1,
+  readOnly: true,
+  lua: `${FUNCTIONS}local w = window(ARGV[1])
 return math.max(0, w.limit - used(KEYS[1], now - math.fmod(now, w.size)))
-`
-  }),
-  (db, keys, argv) => {
-    const w = windowOf(argv[0]!)
-    return Math.max(0, w.limit - usedTwin(db, keys[0]!, db.now - db.now % w.size))
-  }
-)
+`,
+  twin: (db, keys, argv) => {
+      const w = windowOf(argv[0]!)
+      return Math.max(0, w.limit - usedTwin(db, keys[0]!, db.now - db.now % w.size))
+    },
+  decode: limiter.count
+})
 
 class WindowImpl<Name extends Redis.KeyName> extends limiter.Limiter<Name, FixedWindow.Entity>
   implements FixedWindow.FixedWindow<Name>
 {
+  readonly [TypeId]: FixedWindow.TypeId = TypeId
   constructor(namespace: string, readonly limit: number, readonly window: Duration.Duration, micros: bigint) {
     // The scripts take the window as "<limit> <window µs>".
     super(KIND, entity, namespace, `${limit} ${micros}`, { acquire: ACQUIRE, peek: PEEK })

@@ -1,11 +1,11 @@
 /**
- * @internal What Lock and RwLock share: lease tokens, the acquisition policy, and holding a lease in a
- * scope (release on every exit, renewal in the background, loss detection).
+ * @internal What leased holders (Lock, RwLock) share: lease tokens, the acquisition policy, and holding a
+ * lease in a scope (release on every exit, renewal in the background by keepAlive.ts, loss detection).
  */
 import { randomFillSync } from "node:crypto"
 import * as Clock from "effect/Clock"
 import * as Deferred from "effect/Deferred"
-import * as Duration from "effect/Duration"
+import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Inspectable from "effect/Inspectable"
 import * as Option from "effect/Option"
@@ -13,6 +13,7 @@ import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
 import type * as Lock from "../Lock.js"
 import type * as Redis from "../Redis.js"
+import { keepAlive } from "./keepAlive.js"
 
 /**
  * @internal A fresh token: 128 random bits from `crypto`, base64url. Drawn from a pool refilled 4 KiB
@@ -92,10 +93,8 @@ export interface Held<T> {
 }
 
 /**
- * @internal Keeps `token` held until the scope closes: renews it every `renewEvery` in a background
- * fiber, and fails `lost` when a renewal says the lease ran out, or when no renewal could be confirmed
- * for a whole `ttl` (a Redis that does not answer). The client's clock only makes this conservative:
- * the lease itself is Redis's.
+ * @internal Keeps `token` held until the scope closes: renews it every `renewEvery` (keepAlive.ts), and
+ * fails `lost` once the lease is lost.
  */
 export const hold = <T extends Lease<R>, R>(
   granted: Granted<T>,
@@ -106,28 +105,13 @@ export const hold = <T extends Lease<R>, R>(
   Effect.gen(function*() {
     const { token } = granted
     const lost = yield* Deferred.make<never, Lock.LockLost>()
-    const ttlMillis = Duration.toMillis(ttl)
-    const renew = Effect.gen(function*() {
-      // The lease ran from before the request that got it, at the latest.
-      let confirmed = granted.sent
-      while (true) {
-        yield* Effect.sleep(renewEvery)
-        const sent = yield* Clock.currentTimeMillis
-        // An answer that comes after the lease would have ended proves nothing: wait no longer.
-        const left = confirmed + ttlMillis - sent
-        const extended = left <= 0
-          ? Option.none()
-          : yield* Effect.timeoutOption(Effect.either(token.extend), Duration.millis(left))
-        if (Option.isSome(extended) && extended.value._tag === "Right") {
-          if (!extended.value.right) return yield* Deferred.fail(lost, lostError("Expired"))
-          confirmed = sent
-        } else if (Option.isNone(extended) || (yield* Clock.currentTimeMillis) + Duration.toMillis(renewEvery) >= confirmed + ttlMillis) {
-          // No answer in time, or a failure with no time for another try: the lease may run out unseen.
-          return yield* Deferred.fail(lost, lostError("Unconfirmed"))
-        }
-      }
+    yield* keepAlive({
+      ttl,
+      every: renewEvery,
+      since: granted.sent,
+      renew: token.extend,
+      onLost: (reason) => Deferred.fail(lost, lostError(reason))
     })
-    yield* Effect.forkScoped(renew)
     return { token, lost: Deferred.await(lost) }
   })
 

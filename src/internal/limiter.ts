@@ -4,20 +4,20 @@
  * read-only peek script, and reset by DEL. Each passes its kind, entity, scripts and the parameters the
  * scripts take (its `shape`).
  */
-import * as Data from "effect/Data"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
 import type * as Capability from "../Capability.js"
+import * as Admission_ from "../Admission.js"
 import * as Redis from "../Redis.js"
-import type * as TokenBucket from "../TokenBucket.js"
+import type * as Script from "../Script.js"
 import * as access from "./access.js"
 import * as key from "./key.js"
-import type * as memory from "./memory.js"
+import { runOn, unexpectedReply } from "./script.js"
 
-/** @internal */
-export const Admission = Data.taggedEnum<TokenBucket.Admission>()
+const { Admission } = Admission_
+type Admission = Admission_.Admission
 
 const isInt = (u: unknown): u is number => typeof u === "number" && Number.isSafeInteger(u)
 
@@ -35,42 +35,39 @@ end
 `
 
 /** @internal The twin of {@link ACQUIRE_CALL}, around the twin of a single acquire. */
-export const compact = (acquire: memory.Twin): memory.Twin => (db, keys, argv) => {
+export const compact = (acquire: Script.Twin): Script.Twin => (db, keys, argv) => {
   const [allowed, retry, remaining] = acquire(db, keys, argv) as [number, number, number]
   return allowed === 1 ? remaining : [allowed, retry, remaining]
 }
 
-const unexpected = (operation: string, reply: unknown) =>
-  new Redis.RedisError({ reason: "Reply", operation, cause: new Error(`unexpected reply ${JSON.stringify(reply)}`) })
-
-/** @internal Decodes {allowed, retry_ms, remaining} (retry_ms -1: never), or a bare remaining (allowed); `script` names a bad reply. */
-export const decodeAdmissionOf = (script: Redis.Script) =>
-(reply: unknown): Effect.Effect<TokenBucket.Admission, Redis.RedisError> => {
+/** @internal Decodes {allowed, retry_ms, remaining} (retry_ms -1: never), or a bare remaining (allowed in a batch). */
+export const admission = (reply: unknown): Either.Either<Admission, string> => {
   // A batch reply may say "allowed" by the remaining count alone.
-  if (isInt(reply) && reply >= 0) return Effect.succeed(Admission.Allowed({ remaining: reply }))
+  if (isInt(reply) && reply >= 0) return Either.right(Admission.Allowed({ remaining: reply }))
   if (Array.isArray(reply) && reply.length === 3 && isInt(reply[0]) && isInt(reply[1]) && isInt(reply[2])) {
     const [allowed, retry, remaining] = reply as [number, number, number]
-    if (allowed === 1) return Effect.succeed(Admission.Allowed({ remaining }))
-    return Effect.succeed(Admission.Denied({ retryAfter: retry < 0 ? Option.none() : Option.some(Duration.millis(retry)) }))
+    if (allowed === 1) return Either.right(Admission.Allowed({ remaining }))
+    return Either.right(Admission.Denied({ retryAfter: retry < 0 ? Option.none() : Option.some(Duration.millis(retry)) }))
   }
-  return Effect.fail(unexpected(`script ${script.name}`, reply))
+  return Either.left("{allowed, retry_ms, remaining} or a remaining count")
 }
+
+/** @internal Decodes a peek's whole count. */
+export const count = (reply: unknown): Either.Either<number, string> =>
+  isInt(reply) ? Either.right(reply) : Either.left("an integer")
 
 type Failure = Redis.RedisError | Redis.InvalidInput
 
 /** @internal The operations of a one-key-per-name limiter of `kind`. */
 export class Limiter<Name extends Redis.KeyName, E extends Capability.AnyEntity> {
-  private readonly decode: (reply: unknown) => Effect.Effect<TokenBucket.Admission, Redis.RedisError>
   constructor(
     private readonly kind: string,
     private readonly entity: E,
     readonly namespace: string,
     /** The limiter's parameters, as its scripts take them. */
     private readonly shape: string,
-    private readonly scripts: { readonly acquire: Redis.Script; readonly peek: Redis.Script }
-  ) {
-    this.decode = decodeAdmissionOf(scripts.acquire)
-  }
+    private readonly scripts: { readonly acquire: Script.Script<Admission>; readonly peek: Script.Script<number> }
+  ) {}
 
   get label() {
     return `${this.kind}(${this.namespace})`
@@ -85,7 +82,7 @@ export class Limiter<Name extends Redis.KeyName, E extends Capability.AnyEntity>
   readonly acquire = (
     name: Name,
     cost: number
-  ): Effect.Effect<TokenBucket.Admission, Failure, Redis.Redis | Capability.Write<E>> => {
+  ): Effect.Effect<Admission, Failure, Redis.Redis | Capability.Write<E>> => {
     if (!isInt(cost) || cost < 0) {
       return Effect.fail(
         new Redis.InvalidInput({
@@ -99,7 +96,7 @@ export class Limiter<Name extends Redis.KeyName, E extends Capability.AnyEntity>
     if (typeof k !== "string") return Effect.fail(k)
     const keys = [k]
     const args = [this.shape, String(cost)]
-    return access.write(this.entity, (redis) => Effect.flatMap(redis.script(this.scripts.acquire, keys, args), this.decode))
+    return access.write(this.entity, (redis) => runOn(redis, this.scripts.acquire, keys, args))
   }
 
   readonly reset = (name: Name): Effect.Effect<boolean, Failure, Redis.Redis | Capability.Write<E>> => {
@@ -107,15 +104,14 @@ export class Limiter<Name extends Redis.KeyName, E extends Capability.AnyEntity>
     if (typeof k !== "string") return Effect.fail(k)
     return access.write(this.entity, (redis) =>
       Effect.flatMap(redis.command("DEL", [k]), (reply) =>
-        reply === 0 || reply === 1 ? Effect.succeed(reply === 1) : Effect.fail(unexpected("DEL", reply))))
+        reply === 0 || reply === 1
+          ? Effect.succeed(reply === 1)
+          : Effect.fail(unexpectedReply("DEL", reply, "1 or 0"))))
   }
 
   readonly peek = (name: Name): Effect.Effect<number, Failure, Redis.Redis | Capability.Read<E>> => {
     const k = this.keyOf("peek", name)
     if (typeof k !== "string") return Effect.fail(k)
-    const script = this.scripts.peek
-    return access.read(this.entity, (redis) =>
-      Effect.flatMap(redis.script(script, [k], [this.shape]), (reply) =>
-        isInt(reply) ? Effect.succeed(reply) : Effect.fail(unexpected(`script ${script.name}`, reply))))
+    return access.read(this.entity, (redis) => runOn(redis, this.scripts.peek, [k], [this.shape]))
   }
 }

@@ -1,57 +1,37 @@
-/** @internal */
-import * as Duration from "effect/Duration"
+/**
+ * @internal Lock: three scripts (grant, release, extend, each with a batch variant), the lock value,
+ * and its scoped form.
+ */
+import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
 import type * as Schedule from "effect/Schedule"
 import * as Lock from "../Lock.js"
-import * as Redis from "../Redis.js"
+import type * as Redis from "../Redis.js"
+import type * as Script from "../Script.js"
 import * as access from "./access.js"
 import { bounded, positive, toMillis } from "./duration.js"
+import { fence, FENCE_FUNCTION, fenceReply } from "./fence.js"
+import * as keepAlive from "./keepAlive.js"
 import * as key from "./key.js"
 import * as lease from "./lease.js"
-import { MANY } from "./lua.js"
-import * as memory from "./memory.js"
+import { define, flag, manyLua, manyTwin, runOn } from "./script.js"
 
 const KIND = "Lock"
 
 /**
- * @internal Fence, for a grant: sets `fence` to the server time in µs (`now`, from NOW_US), or to the
- * last fence of KEYS[fenceKey] plus one if that is larger, and stores it there for `lease` (ms).
+ * @internal The Lock functions, which every Lock script defines:
+ * - `grant(owner, fenceKey, token, lease)` takes the lock if free and returns its fence (a decimal
+ *   string), or false when held; only a grant reads the server's time, for the fence;
+ * - `free(owner, token)` deletes the lock if the token holds it (1 or 0);
+ * - `renew(owner, token, lease)` restarts its lease if the token holds it (1 or 0).
+ * Leases are in ms.
  */
-export const FENCE = (fenceKey: number) =>
-  `local fence = now
-local last = redis.call('GET', KEYS[${fenceKey}])
-if last and tonumber(last) >= fence then fence = tonumber(last) + 1 end
-fence = string.format('%d', fence)
-redis.call('SET', KEYS[${fenceKey}], fence, 'PX', lease)
-`
-
-/** @internal The twin of {@link FENCE}: the fence for a grant at `db.now`, stored for `lease` ms. */
-export const fenceTwin = (db: memory.Db, fenceKey: string, lease: string): string => {
-  let fence = db.now
-  const last = db.get(fenceKey)
-  if (last !== null && Number(last) >= fence) fence = Number(last) + 1
-  const decimal = String(fence)
-  db.set(fenceKey, decimal, { px: lease })
-  return decimal
-}
-
-/**
- * @internal The Lock functions: `grant(owner, fenceKey, token, lease)` takes the lock if free and
- * returns its fence (a decimal string), or false when held; `free(owner, token)` deletes the lock if
- * the token holds it (1 or 0); `renew(owner, token, lease)` restarts its lease if the token holds it
- * (1 or 0). Leases are in ms; the fence starts from the server time in µs, read only on a grant.
- */
-const FUNCTIONS = `local function grant(owner, fenceKey, token, lease)
+const FUNCTIONS = `${FENCE_FUNCTION}local function grant(owner, fenceKey, token, lease)
   if not redis.call('SET', owner, token, 'NX', 'PX', lease) then return false end
   local t = redis.call('TIME')
-  local fence = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  local last = redis.call('GET', fenceKey)
-  if last and tonumber(last) >= fence then fence = tonumber(last) + 1 end
-  fence = string.format('%d', fence)
-  redis.call('SET', fenceKey, fence, 'PX', lease)
-  return fence
+  return fence(fenceKey, tonumber(t[1]) * 1000000 + tonumber(t[2]), lease)
 end
 local function free(owner, token)
   if redis.call('GET', owner) ~= token then return 0 end
@@ -65,120 +45,58 @@ local function renew(owner, token, lease)
 end
 `
 
-/** The twins of FUNCTIONS (memory.ts). */
-const grant: memory.Twin = (db, [owner, fenceKey], [token, lease]) =>
-  db.set(owner!, token!, { nx: true, px: lease! }) === null ? null : fenceTwin(db, fenceKey!, lease!)
-const free: memory.Twin = (db, [owner], [token]) => {
+/** The twins of FUNCTIONS. */
+const grant: Script.Twin = (db, [owner, fenceKey], [token, leaseMs]) =>
+  db.set(owner!, token!, { nx: true, px: leaseMs! }) === null ? null : fence(db, fenceKey!, db.now, leaseMs!)
+const free: Script.Twin = (db, [owner], [token]) => {
   if (db.get(owner!) !== token) return 0
   db.del(owner!)
   return 1
 }
-const renew: memory.Twin = (db, [owner], [token, lease]) => {
+const renew: Script.Twin = (db, [owner], [token, leaseMs]) => {
   if (db.get(owner!) !== token) return 0
-  db.pexpire(owner!, lease!)
+  db.pexpire(owner!, leaseMs!)
   return 1
 }
 
-/** @internal {@link ACQUIRE} for many calls at once (batched). */
-export const ACQUIRE_MANY = memory.twin(
-  Redis.script({
-    name: "Lock.acquireMany",
-    keys: 2,
-    variadic: true,
-    lua: `${FUNCTIONS}${MANY("grant", 2, 2)}`
-  }),
-  memory.many(grant, 2, 2)
-)
-
 /**
  * @internal Takes the lock if free. KEYS[1] the owner key, KEYS[2] the fence key; ARGV[1] the token,
- * ARGV[2] the lease (ms). Returns the fence (a decimal string) when granted, nil when held.
+ * ARGV[2] the lease (ms). Returns the fence (a decimal string) when granted, nil when held. Batched.
  */
-export const ACQUIRE = memory.twin(
-  Redis.script({
-    name: "Lock.acquire",
-    keys: 2,
-    many: ACQUIRE_MANY,
-    lua: `${FUNCTIONS}return grant(KEYS[1], KEYS[2], ARGV[1], ARGV[2])
-`
-  }),
-  grant
-)
+export const ACQUIRE = define({
+  name: "Lock.acquire",
+  keys: 2,
+  lua: `${FUNCTIONS}return grant(KEYS[1], KEYS[2], ARGV[1], ARGV[2])
+`,
+  twin: grant,
+  decode: fenceReply,
+  many: { lua: `${FUNCTIONS}${manyLua("grant", 2, 2)}`, twin: manyTwin(grant, 2, 2) }
+})
 
-/** @internal {@link RELEASE} for many calls at once (batched). */
-export const RELEASE_MANY = memory.twin(
-  Redis.script({
-    name: "Lock.releaseMany",
-    keys: 1,
-    variadic: true,
-    lua: `${FUNCTIONS}${MANY("free", 1, 1)}`
-  }),
-  memory.many(free, 1, 1)
-)
-
-/** @internal Deletes the lock if the token holds it. KEYS[1] the owner key; ARGV[1] the token. Returns 1 or 0. */
-export const RELEASE = memory.twin(
-  Redis.script({
-    name: "Lock.release",
-    keys: 1,
-    many: RELEASE_MANY,
-    lua: `${FUNCTIONS}return free(KEYS[1], ARGV[1])
-`
-  }),
-  free
-)
-
-/** @internal {@link EXTEND} for many calls at once (batched). */
-export const EXTEND_MANY = memory.twin(
-  Redis.script({
-    name: "Lock.extendMany",
-    keys: 1,
-    variadic: true,
-    lua: `${FUNCTIONS}${MANY("renew", 1, 2)}`
-  }),
-  memory.many(renew, 1, 2)
-)
+/** @internal Deletes the lock if the token holds it. KEYS[1] the owner key; ARGV[1] the token. Returns 1 or 0. Batched. */
+export const RELEASE = define({
+  name: "Lock.release",
+  keys: 1,
+  lua: `${FUNCTIONS}return free(KEYS[1], ARGV[1])
+`,
+  twin: free,
+  decode: flag,
+  many: { lua: `${FUNCTIONS}${manyLua("free", 1, 1)}`, twin: manyTwin(free, 1, 1) }
+})
 
 /**
  * @internal Restarts the lease if the token holds the lock. KEYS[1] the owner key; ARGV[1] the token,
- * ARGV[2] the lease (ms). Returns 1 or 0.
+ * ARGV[2] the lease (ms). Returns 1 or 0. Batched.
  */
-export const EXTEND = memory.twin(
-  Redis.script({
-    name: "Lock.extend",
-    keys: 1,
-    many: EXTEND_MANY,
-    lua: `${FUNCTIONS}return renew(KEYS[1], ARGV[1], ARGV[2])
-`
-  }),
-  renew
-)
-
-/** @internal Decodes a 1/0 reply. */
-export const flag = (operation: string) => (reply: unknown): Effect.Effect<boolean, Redis.RedisError> =>
-  reply === 1 || reply === 0
-    ? Effect.succeed(reply === 1)
-    : Effect.fail(
-      new Redis.RedisError({
-        reason: "Reply",
-        operation,
-        cause: new Error(`unexpected reply ${JSON.stringify(reply)}`)
-      })
-    )
-
-/** @internal Decodes a fence reply: a decimal string when granted, null when refused. */
-export const fenceOf = (operation: string) => (reply: unknown): Effect.Effect<Option.Option<bigint>, Redis.RedisError> =>
-  reply === null
-    ? Effect.succeed(Option.none())
-    : typeof reply === "string" && /^\d+$/.test(reply)
-    ? Effect.succeed(Option.some(BigInt(reply)))
-    : Effect.fail(
-      new Redis.RedisError({
-        reason: "Reply",
-        operation,
-        cause: new Error(`unexpected reply ${JSON.stringify(reply)}`)
-      })
-    )
+export const EXTEND = define({
+  name: "Lock.extend",
+  keys: 1,
+  lua: `${FUNCTIONS}return renew(KEYS[1], ARGV[1], ARGV[2])
+`,
+  twin: renew,
+  decode: flag,
+  many: { lua: `${FUNCTIONS}${manyLua("renew", 1, 2)}`, twin: manyTwin(renew, 1, 2) }
+})
 
 class LockImpl<Name extends Redis.KeyName> implements Lock.Lock<Name> {
   readonly label: string
@@ -199,18 +117,15 @@ class LockImpl<Name extends Redis.KeyName> implements Lock.Lock<Name> {
     return access.write(Lock.entity, (redis) => {
       // A fresh secret each time the Effect runs, not when it is built: one value may run many times.
       const secret = lease.secret()
-      return redis.script(ACQUIRE, [owner, fenceKey], [secret, this.leaseMillis]).pipe(
-        Effect.flatMap(fenceOf(`script ${ACQUIRE.name}`)),
+      return runOn(redis, ACQUIRE, [owner, fenceKey], [secret, this.leaseMillis]).pipe(
         Effect.map(Option.map((fence): Lock.LockToken =>
           new lease.Token(
             "LockToken",
             this.namespace,
             encoded.right,
             fence,
-            access.write(Lock.entity, (redis) =>
-              Effect.flatMap(redis.script(RELEASE, [owner], [secret]), flag(`script ${RELEASE.name}`))),
-            access.write(Lock.entity, (redis) =>
-              Effect.flatMap(redis.script(EXTEND, [owner], [secret, this.leaseMillis]), flag(`script ${EXTEND.name}`)))
+            access.write(Lock.entity, (redis) => runOn(redis, RELEASE, [owner], [secret])),
+            access.write(Lock.entity, (redis) => runOn(redis, EXTEND, [owner], [secret, this.leaseMillis]))
           ) as Lock.LockToken
         ))
       )
@@ -236,16 +151,10 @@ export const wait = (options: {
   ...(options.deadline === undefined ? {} : { deadline: positive(options.deadline, "Lock.wait deadline") })
 })
 
-/** @internal A third of the lease, or the option; throws a `RangeError` on an option that is no positive duration. */
-export const renewal = (ttl: Duration.Duration, options: Lock.Options | undefined): Duration.Duration =>
-  options?.renewEvery === undefined
-    ? Duration.millis(Math.max(1, Math.floor(Duration.toMillis(ttl) / 3)))
-    : positive(options.renewEvery, "renewEvery")
-
 /** @internal */
 export const scoped = <Name extends Redis.KeyName>(lock: Lock.Lock<Name>, name: Name, options: Lock.Options | undefined) => {
   const label = `Lock(${lock.namespace})`
-  const renewEvery = renewal(lock.ttl, options)
+  const renewEvery = keepAlive.every(lock.ttl, options?.renewEvery, "renewEvery")
   const encoded = key.encodeNameOf(label, "withLock", name)
   if (Either.isLeft(encoded)) return Effect.fail(encoded.left)
   const lostError = (token: Lock.LockToken) => (reason: Lock.LockLost["reason"]) =>

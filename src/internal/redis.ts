@@ -1,5 +1,4 @@
 /** @internal */
-import { createHash } from "node:crypto"
 import * as Config from "effect/Config"
 import type * as ConfigError from "effect/ConfigError"
 import * as Effect from "effect/Effect"
@@ -13,23 +12,8 @@ import * as client_ from "./client.js"
 import { toMillis } from "./duration.js"
 import { redisError } from "./errors.js"
 
-/** @internal */
-export const script = (options: {
-  readonly name: string
-  readonly lua: string
-  readonly keys: number
-  readonly variadic?: boolean | undefined
-  readonly many?: Redis.Script | undefined
-  readonly readOnly?: boolean | undefined
-}): Redis.Script => {
-  if (options.many !== undefined && options.many.variadic !== true) {
-    throw new TypeError(`wakuwaku: script ${options.name}: its many variant ${options.many.name} must be variadic`)
-  }
-  return Object.freeze({ ...options, sha1: createHash("sha1").update(options.lua).digest("hex") })
-}
-
 /** @internal Wraps a client the caller owns, with the client's own options. */
-export const make = (client: IORedis | Cluster): Redis.Redis => client_.make(client)
+export const make = (client: IORedis | Cluster): Redis.Service => client_.make(client)
 
 const defaults = {
   commandTimeout: "2 seconds",

@@ -1,18 +1,20 @@
-/** @internal */
+/** @internal RwLock: its scripts, the lock value, and its scoped forms. */
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
 import * as Lock from "../Lock.js"
-import * as Redis from "../Redis.js"
+import type * as Redis from "../Redis.js"
 import type * as RwLock from "../RwLock.js"
+import type * as Script from "../Script.js"
 import * as access from "./access.js"
 import { bounded, toMillis } from "./duration.js"
+import { fence, FENCE_FUNCTION, fenceReply } from "./fence.js"
+import * as keepAlive from "./keepAlive.js"
 import * as key from "./key.js"
 import * as lease from "./lease.js"
-import { FENCE, fenceOf, fenceTwin, flag, renewal } from "./lock.js"
 import { NOW_US } from "./lua.js"
-import * as memory from "./memory.js"
+import { define, flag, runOn } from "./script.js"
 
 const KIND = "RwLock"
 
@@ -20,45 +22,49 @@ const KIND = "RwLock"
 export const entity = Object.freeze({ kind: KIND }) as RwLock.Entity
 
 /**
- * @internal Server time, then readers whose lease ended are pruned from the set KEYS[readers]
- * (scores are lease ends in server µs).
+ * @internal Lua of the reader set, which every script that touches it defines after NOW_US (`now`, the
+ * server's time in µs): `prune(readers, now)` drops the readers whose lease ended (scores are lease ends
+ * in server µs); `keep(readers, now)` makes the set live as long as its longest lease.
  */
-const PRUNE = (readers: number) =>
-  `${NOW_US}redis.call('ZREMRANGEBYSCORE', KEYS[${readers}], '-inf', now)
+const READERS = `local function prune(readers, now)
+  redis.call('ZREMRANGEBYSCORE', readers, '-inf', now)
+end
+local function keep(readers, now)
+  local longest = redis.call('ZRANGE', readers, -1, -1, 'WITHSCORES')[2]
+  if longest then redis.call('PEXPIRE', readers, math.max(1, math.ceil((tonumber(longest) - now) / 1000))) end
+end
 `
 
-/** @internal The reader set KEYS[readers] lives as long as its longest lease. */
-const KEEP_READERS = (readers: number) =>
-  `local longest = redis.call('ZRANGE', KEYS[${readers}], -1, -1, 'WITHSCORES')[2]
-if longest then redis.call('PEXPIRE', KEYS[${readers}], math.max(1, math.ceil((tonumber(longest) - now) / 1000))) end
-`
-
-/** The twins of PRUNE and KEEP_READERS (memory.ts). */
-const prune = (db: memory.Db, readers: string) => db.zremrangebyscore(readers, db.now)
-const keepReaders = (db: memory.Db, readers: string) => {
+/** The twins of READERS. */
+const prune = (db: Script.Keyspace, readers: string) => db.zremrangebyscore(readers, db.now)
+const keep = (db: Script.Keyspace, readers: string) => {
   const longest = db.zrangeWithScores(readers, -1, -1)[1]
   if (longest !== undefined) db.pexpire(readers, Math.max(1, Math.ceil((Number(longest) - db.now) / 1000)))
 }
-const leaseEnd = (db: memory.Db, lease: string) => db.now + Number(lease) * 1000
+const leaseEnd = (db: Script.Keyspace, leaseMs: string) => db.now + Number(leaseMs) * 1000
 
 /**
  * @internal A read lease, granted when there is no writer and no writer waiting. KEYS[1] the writer,
  * KEYS[2] the readers, KEYS[3] the writer intent; ARGV[1] the token, ARGV[2] the lease (ms).
  * Returns 1 when granted, 0 when not.
  */
-export const READ = memory.twin(Redis.script({
+export const READ = define({
   name: "RwLock.read",
   keys: 3,
-  lua: `${PRUNE(2)}if redis.call('EXISTS', KEYS[1]) == 1 or redis.call('EXISTS', KEYS[3]) == 1 then return 0 end
+  lua: `${NOW_US}${READERS}prune(KEYS[2], now)
+if redis.call('EXISTS', KEYS[1]) == 1 or redis.call('EXISTS', KEYS[3]) == 1 then return 0 end
 redis.call('ZADD', KEYS[2], string.format('%d', now + tonumber(ARGV[2]) * 1000), ARGV[1])
-${KEEP_READERS(2)}return 1
-`
-}), (db, [writer, readers, intent], [token, lease]) => {
-  prune(db, readers!)
-  if (db.exists(writer!) === 1 || db.exists(intent!) === 1) return 0
-  db.zadd(readers!, leaseEnd(db, lease!), token!)
-  keepReaders(db, readers!)
-  return 1
+keep(KEYS[2], now)
+return 1
+`,
+  twin: (db, [writer, readers, intent], [token, leaseMs]) => {
+    prune(db, readers!)
+    if (db.exists(writer!) === 1 || db.exists(intent!) === 1) return 0
+    db.zadd(readers!, leaseEnd(db, leaseMs!), token!)
+    keep(db, readers!)
+    return 1
+  },
+  decode: flag
 })
 
 /**
@@ -67,110 +73,127 @@ ${KEEP_READERS(2)}return 1
  * lease (ms), ARGV[3] "1" to leave an intent when refused, which holds new readers back for a lease
  * (unless another writer's intent is there). Returns the fence (a decimal string), or nil when refused.
  */
-export const WRITE = memory.twin(Redis.script({
+export const WRITE = define({
   name: "RwLock.write",
   keys: 4,
-  lua: `local lease = ARGV[2]
-${PRUNE(2)}if redis.call('EXISTS', KEYS[1]) == 1 or redis.call('ZCARD', KEYS[2]) > 0 then
+  lua: `${NOW_US}${READERS}${FENCE_FUNCTION}prune(KEYS[2], now)
+if redis.call('EXISTS', KEYS[1]) == 1 or redis.call('ZCARD', KEYS[2]) > 0 then
   if ARGV[3] == '1' then
     local waiting = redis.call('GET', KEYS[3])
-    if not waiting or waiting == ARGV[1] then redis.call('SET', KEYS[3], ARGV[1], 'PX', lease) end
+    if not waiting or waiting == ARGV[1] then redis.call('SET', KEYS[3], ARGV[1], 'PX', ARGV[2]) end
   end
   return false
 end
-redis.call('SET', KEYS[1], ARGV[1], 'PX', lease)
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 if redis.call('GET', KEYS[3]) == ARGV[1] then redis.call('DEL', KEYS[3]) end
-${FENCE(4)}return fence
-`
-}), (db, [writer, readers, intent, fence], [token, lease, intend]) => {
-  prune(db, readers!)
-  if (db.exists(writer!) === 1 || db.zcard(readers!) > 0) {
-    if (intend === "1") {
-      const waiting = db.get(intent!)
-      if (waiting === null || waiting === token) db.set(intent!, token!, { px: lease! })
+return fence(KEYS[4], now, ARGV[2])
+`,
+  twin: (db, [writer, readers, intent, fenceKey], [token, leaseMs, intend]) => {
+    prune(db, readers!)
+    if (db.exists(writer!) === 1 || db.zcard(readers!) > 0) {
+      if (intend === "1") {
+        const waiting = db.get(intent!)
+        if (waiting === null || waiting === token) db.set(intent!, token!, { px: leaseMs! })
+      }
+      return null
     }
-    return null
-  }
-  db.set(writer!, token!, { px: lease! })
-  if (db.get(intent!) === token) db.del(intent!)
-  return fenceTwin(db, fence!, lease!)
+    db.set(writer!, token!, { px: leaseMs! })
+    if (db.get(intent!) === token) db.del(intent!)
+    return fence(db, fenceKey!, db.now, leaseMs!)
+  },
+  decode: fenceReply
 })
 
 /** @internal Withdraws a writer's intent. KEYS[1] the intent; ARGV[1] the token. Returns 1 or 0. */
-export const WITHDRAW = memory.twin(Redis.script({
+export const WITHDRAW = define({
   name: "RwLock.withdraw",
   keys: 1,
   lua: `if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 redis.call('DEL', KEYS[1])
 return 1
-`
-}), (db, [intent], [token]) => {
-  if (db.get(intent!) !== token) return 0
-  db.del(intent!)
-  return 1
+`,
+  twin: (db, [intent], [token]) => {
+    if (db.get(intent!) !== token) return 0
+    db.del(intent!)
+    return 1
+  },
+  decode: flag
 })
 
 /** @internal Ends a read lease. KEYS[1] the readers; ARGV[1] the token. Returns 1, or 0 if it had run out. */
-export const READ_RELEASE = memory.twin(Redis.script({
+export const READ_RELEASE = define({
   name: "RwLock.readRelease",
   keys: 1,
-  lua: `${PRUNE(1)}return redis.call('ZREM', KEYS[1], ARGV[1])
-`
-}), (db, [readers], [token]) => {
-  prune(db, readers!)
-  return db.zrem(readers!, token!)
+  lua: `${NOW_US}${READERS}prune(KEYS[1], now)
+return redis.call('ZREM', KEYS[1], ARGV[1])
+`,
+  twin: (db, [readers], [token]) => {
+    prune(db, readers!)
+    return db.zrem(readers!, token!)
+  },
+  decode: flag
 })
 
 /**
  * @internal Restarts a read lease. KEYS[1] the readers; ARGV[1] the token, ARGV[2] the lease (ms).
  * Returns 1, or 0 if it had run out.
  */
-export const READ_EXTEND = memory.twin(Redis.script({
+export const READ_EXTEND = define({
   name: "RwLock.readExtend",
   keys: 1,
-  lua: `${PRUNE(1)}if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then return 0 end
+  lua: `${NOW_US}${READERS}prune(KEYS[1], now)
+if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then return 0 end
 redis.call('ZADD', KEYS[1], 'XX', string.format('%d', now + tonumber(ARGV[2]) * 1000), ARGV[1])
-${KEEP_READERS(1)}return 1
-`
-}), (db, [readers], [token, lease]) => {
-  prune(db, readers!)
-  if (db.zscore(readers!, token!) === null) return 0
-  db.zadd(readers!, leaseEnd(db, lease!), token!, true)
-  keepReaders(db, readers!)
-  return 1
+keep(KEYS[1], now)
+return 1
+`,
+  twin: (db, [readers], [token, leaseMs]) => {
+    prune(db, readers!)
+    if (db.zscore(readers!, token!) === null) return 0
+    db.zadd(readers!, leaseEnd(db, leaseMs!), token!, true)
+    keep(db, readers!)
+    return 1
+  },
+  decode: flag
 })
 
 /** @internal Ends the write lease. KEYS[1] the writer, KEYS[2] the readers; ARGV[1] the token. Returns 1 or 0. */
-export const WRITE_RELEASE = memory.twin(Redis.script({
+export const WRITE_RELEASE = define({
   name: "RwLock.writeRelease",
   keys: 2,
-  lua: `${PRUNE(2)}if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+  lua: `${NOW_US}${READERS}prune(KEYS[2], now)
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 redis.call('DEL', KEYS[1])
 return 1
-`
-}), (db, [writer, readers], [token]) => {
-  prune(db, readers!)
-  if (db.get(writer!) !== token) return 0
-  db.del(writer!)
-  return 1
+`,
+  twin: (db, [writer, readers], [token]) => {
+    prune(db, readers!)
+    if (db.get(writer!) !== token) return 0
+    db.del(writer!)
+    return 1
+  },
+  decode: flag
 })
 
 /**
  * @internal Restarts the write lease. KEYS[1] the writer, KEYS[2] the readers; ARGV[1] the token,
  * ARGV[2] the lease (ms). Returns 1 or 0.
  */
-export const WRITE_EXTEND = memory.twin(Redis.script({
+export const WRITE_EXTEND = define({
   name: "RwLock.writeExtend",
   keys: 2,
-  lua: `${PRUNE(2)}if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+  lua: `${NOW_US}${READERS}prune(KEYS[2], now)
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return 1
-`
-}), (db, [writer, readers], [token, lease]) => {
-  prune(db, readers!)
-  if (db.get(writer!) !== token) return 0
-  db.pexpire(writer!, lease!)
-  return 1
+`,
+  twin: (db, [writer, readers], [token, leaseMs]) => {
+    prune(db, readers!)
+    if (db.get(writer!) !== token) return 0
+    db.pexpire(writer!, leaseMs!)
+    return 1
+  },
+  decode: flag
 })
 
 interface Keys {
@@ -209,8 +232,7 @@ class RwLockImpl<Name extends Redis.KeyName> implements RwLock.RwLock<Name> {
     return access.write(entity, (redis) => {
       // A fresh secret each time the Effect runs, not when it is built: one value may run many times.
       const secret = lease.secret()
-      return redis.script(READ, [writer, readers, intent], [secret, this.leaseMillis]).pipe(
-        Effect.flatMap(flag(`script ${READ.name}`)),
+      return runOn(redis, READ, [writer, readers, intent], [secret, this.leaseMillis]).pipe(
         Effect.map((granted) =>
           granted
             ? Option.some(
@@ -219,13 +241,8 @@ class RwLockImpl<Name extends Redis.KeyName> implements RwLock.RwLock<Name> {
                 this.namespace,
                 encoded,
                 undefined,
-                access.write(entity, (redis) =>
-                  Effect.flatMap(redis.script(READ_RELEASE, [readers], [secret]), flag(`script ${READ_RELEASE.name}`))),
-                access.write(entity, (redis) =>
-                  Effect.flatMap(
-                    redis.script(READ_EXTEND, [readers], [secret, this.leaseMillis]),
-                    flag(`script ${READ_EXTEND.name}`)
-                  ))
+                access.write(entity, (redis) => runOn(redis, READ_RELEASE, [readers], [secret])),
+                access.write(entity, (redis) => runOn(redis, READ_EXTEND, [readers], [secret, this.leaseMillis]))
               ) as RwLock.ReadToken
             )
             : Option.none()
@@ -245,24 +262,15 @@ class RwLockImpl<Name extends Redis.KeyName> implements RwLock.RwLock<Name> {
     if (Either.isLeft(keys)) return Effect.fail(keys.left)
     const { fence, intent, name: encoded, readers, writer } = keys.right
     return access.write(entity, (redis) =>
-      redis.script(WRITE, [writer, readers, intent, fence], [secret, this.leaseMillis, intend ? "1" : "0"]).pipe(
-        Effect.flatMap(fenceOf(`script ${WRITE.name}`)),
+      runOn(redis, WRITE, [writer, readers, intent, fence], [secret, this.leaseMillis, intend ? "1" : "0"]).pipe(
         Effect.map(Option.map((fence): RwLock.WriteToken =>
           new lease.Token(
             "LockToken",
             this.namespace,
             encoded,
             fence,
-            access.write(entity, (redis) =>
-              Effect.flatMap(
-                redis.script(WRITE_RELEASE, [writer, readers], [secret]),
-                flag(`script ${WRITE_RELEASE.name}`)
-              )),
-            access.write(entity, (redis) =>
-              Effect.flatMap(
-                redis.script(WRITE_EXTEND, [writer, readers], [secret, this.leaseMillis]),
-                flag(`script ${WRITE_EXTEND.name}`)
-              ))
+            access.write(entity, (redis) => runOn(redis, WRITE_RELEASE, [writer, readers], [secret])),
+            access.write(entity, (redis) => runOn(redis, WRITE_EXTEND, [writer, readers], [secret, this.leaseMillis]))
           ) as RwLock.WriteToken
         ))
       ))
@@ -277,7 +285,7 @@ class RwLockImpl<Name extends Redis.KeyName> implements RwLock.RwLock<Name> {
   withdraw(name: Name, secret: string): Effect.Effect<void, never, RwLock.Requirements> {
     const keys = this.keys("withdraw", name)
     if (Either.isLeft(keys)) return Effect.void
-    return access.write(entity, (redis) => Effect.ignore(redis.script(WITHDRAW, [keys.right.intent], [secret])))
+    return access.write(entity, (redis) => Effect.ignore(runOn(redis, WITHDRAW, [keys.right.intent], [secret])))
   }
 
   toString() {
@@ -298,7 +306,7 @@ const held = <Name extends Redis.KeyName, T extends lease.Lease<RwLock.Requireme
   fence: (token: T) => bigint | undefined
 ) => {
   const label = `RwLock(${rw.namespace}).${side}`
-  const renewEvery = renewal(rw.ttl, options)
+  const renewEvery = keepAlive.every(rw.ttl, options?.renewEvery, "renewEvery")
   const encoded = key.encodeNameOf(`RwLock(${rw.namespace})`, side === "read" ? "withRead" : "withWrite", name)
   if (Either.isLeft(encoded)) return Effect.fail(encoded.left)
   return Effect.flatMap(
@@ -331,7 +339,7 @@ export const scopedWrite = <Name extends Redis.KeyName>(
   options: Lock.Options | undefined
 ) => {
   // Options are checked now, when the scoped form is applied, as for reads (never inside the Effect).
-  renewal(rw.ttl, options)
+  keepAlive.every(rw.ttl, options?.renewEvery, "renewEvery")
   return Effect.suspend(() => {
     const impl = rw as RwLockImpl<Name>
     const secret = lease.secret()

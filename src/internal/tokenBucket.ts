@@ -1,16 +1,23 @@
 /** @internal */
 import * as Rate from "../Rate.js"
-import * as Redis from "../Redis.js"
+import type * as Redis from "../Redis.js"
+import * as Script from "../Script.js"
 import type * as TokenBucket from "../TokenBucket.js"
 import * as key from "./key.js"
 import * as limiter from "./limiter.js"
-import { MANY, NOW_US } from "./lua.js"
-import * as memory from "./memory.js"
+import { NOW_US } from "./lua.js"
+import { define, manyLua, manyTwin } from "./script.js"
 
 const KIND = "TokenBucket"
 
 /** @internal */
 export const entity = Object.freeze({ kind: KIND }) as TokenBucket.Entity
+
+/** @internal */
+export const TypeId: TokenBucket.TypeId = Symbol.for("wakuwaku/TokenBucket") as TokenBucket.TypeId
+
+/** @internal */
+export const isTokenBucket = (u: unknown): u is TokenBucket.TokenBucket<never> => typeof u === "object" && u !== null && TypeId in u
 
 /**
  * @internal Lua shared by the scripts. A bucket's parameters travel as one ARGV string, its shape:
@@ -77,10 +84,10 @@ interface Shape {
 }
 const shapeOf = (s: string): Shape => {
   const m = /^(\d+) (\d+) (\d+)$/.exec(s)
-  if (m === null) throw new memory.ReplyError(`ERR bad bucket shape ${JSON.stringify(s)}`)
+  if (m === null) throw new Script.ReplyError(`ERR bad bucket shape ${JSON.stringify(s)}`)
   return { capacity: Number(m[1]), k: Number(m[2]), period: Number(m[3]) }
 }
-const levelOf = (db: memory.Db, key: string, b: Shape): number => {
+const levelOf = (db: Script.Keyspace, key: string, b: Shape): number => {
   const state = db.get(key)
   if (state === null) return b.capacity
   const sp = state.indexOf(" ")
@@ -89,7 +96,7 @@ const levelOf = (db: memory.Db, key: string, b: Shape): number => {
   const tokens = Number(state.slice(0, sp)) + elapsed * b.k / b.period
   return tokens > b.capacity ? b.capacity : tokens
 }
-const take = (db: memory.Db, key: string, b: Shape, cost: number): memory.Reply => {
+const take = (db: Script.Keyspace, key: string, b: Shape, cost: number): Script.Reply => {
   const { capacity, k, period } = b
   let tokens = levelOf(db, key, b)
   let allowed = 0
@@ -116,24 +123,7 @@ const take = (db: memory.Db, key: string, b: Shape, cost: number): memory.Reply 
   }
   return [allowed, retry, Math.floor(tokens)]
 }
-const acquireTwin: memory.Twin = (db, keys, argv) => take(db, keys[0]!, shapeOf(argv[0]!), Number(argv[1]))
-
-/**
- * @internal Many acquires at one server time, each as {@link ACQUIRE}, in order, each protected: one
- * that fails (a key of the wrong type, say) takes nothing and fails alone.
- * KEYS[i] the bucket of call i; ARGV[2i-1] its shape, ARGV[2i] its cost.
- * Returns, per call: remaining when allowed (an integer, not a table: the common reply costs Redis
- * 1 µs less), {0, retry_ms, remaining} when denied, or an error reply.
- */
-export const ACQUIRE_MANY = memory.twin(
-  Redis.script({
-    name: "TokenBucket.acquireMany",
-    keys: 1,
-    variadic: true,
-    lua: `${FUNCTIONS}${limiter.ACQUIRE_CALL("shape")}${MANY("call", 1, 2)}`
-  }),
-  memory.many(limiter.compact(acquireTwin), 1, 2)
-)
+const acquireTwin: Script.Twin = (db, keys, argv) => take(db, keys[0]!, shapeOf(argv[0]!), Number(argv[1]))
 
 /**
  * @internal Takes `cost` tokens if the bucket holds that many, and stores the level, expiring the key
@@ -141,40 +131,38 @@ export const ACQUIRE_MANY = memory.twin(
  * KEYS[1] the bucket; ARGV[1] its shape "<capacity> <tokens per period> <period µs>", ARGV[2] the cost
  * (whole tokens).
  * Returns {1, 0, floor(remaining)} if allowed, {0, retry_ms, floor(tokens)} if denied, retry_ms -1 when
- * cost > capacity (never). Calls made together are batched into {@link ACQUIRE_MANY}.
+ * cost > capacity (never). Calls made together are batched: its `many` variant runs many acquires at one server time, each
+ * protected; it replies, per call, remaining when allowed (an integer, not a table: Redis replies about
+ * 1 µs sooner), {0, retry_ms, remaining} when denied, or an error reply.
  */
-export const ACQUIRE = memory.twin(
-  Redis.script({
-    name: "TokenBucket.acquire",
-    keys: 1,
-    many: ACQUIRE_MANY,
-    lua: `${FUNCTIONS}return {take(KEYS[1], shape(ARGV[1]), tonumber(ARGV[2]))}
-`
-  }),
-  acquireTwin
-)
+export const ACQUIRE = define({
+  name: "TokenBucket.acquire",
+  keys: 1,
+  lua: `${FUNCTIONS}return {take(KEYS[1], shape(ARGV[1]), tonumber(ARGV[2]))}
+`,
+  twin: acquireTwin,
+  decode: limiter.admission,
+  many: { lua: `${FUNCTIONS}${limiter.ACQUIRE_CALL("shape")}${manyLua("call", 1, 2)}`, twin: manyTwin(limiter.compact(acquireTwin), 1, 2) }
+})
 
 /**
  * @internal Reads the level without writing. KEYS[1] the bucket; ARGV[1] its shape. Returns
  * floor(tokens).
  */
-export const PEEK = memory.twin(
-  Redis.script({
-    name: "TokenBucket.peek",
-    keys: 1,
-    readOnly: true,
-    lua: `${FUNCTIONS}return math.floor(level(KEYS[1], shape(ARGV[1])))
-`
-  }),
-  (db, keys, argv) => Math.floor(levelOf(db, keys[0]!, shapeOf(argv[0]!)))
-)
-
-/** @internal */
-export const Admission = limiter.Admission
+export const PEEK = define({
+  name: "TokenBucket.peek",
+  keys: 1,
+  readOnly: true,
+  lua: `${FUNCTIONS}return math.floor(level(KEYS[1], shape(ARGV[1])))
+`,
+  twin: (db, keys, argv) => Math.floor(levelOf(db, keys[0]!, shapeOf(argv[0]!))),
+  decode: limiter.count
+})
 
 class BucketImpl<Name extends Redis.KeyName> extends limiter.Limiter<Name, TokenBucket.Entity>
   implements TokenBucket.TokenBucket<Name>
 {
+  readonly [TypeId]: TokenBucket.TypeId = TypeId
   constructor(namespace: string, readonly capacity: number, readonly rate: Rate.Rate) {
     // The scripts take the bucket as "<capacity> <tokens per period> <period µs>".
     super(KIND, entity, namespace, `${capacity} ${rate.tokens} ${rate.periodMicros}`, { acquire: ACQUIRE, peek: PEEK })

@@ -28,7 +28,7 @@ import { Channel, Chunk, Effect, Either, Layer, Schema, Stream } from "effect"
 import type { Context } from "effect"
 import { Redis as IORedis } from "ioredis"
 import { Pipe, Redis } from "wakuwaku"
-import { FETCH, OPEN, SEND } from "wakuwaku/internal/pipe"
+import { FETCH, OPEN, SEND } from "wakuwaku/internal/pipe/scripts"
 import * as RedisServer from "wakuwaku/RedisServer"
 import { median, plainClient, stat } from "./measure.js"
 

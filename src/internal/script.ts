@@ -1,0 +1,182 @@
+/**
+ * @internal Script definitions: making one (its SHA1 once), running one (the service, then the decoder,
+ * with the one "unexpected reply" error), the batch helpers, and the registry of the library's own
+ * scripts, which test/scripts.test.ts enumerates.
+ */
+import { createHash } from "node:crypto"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Redis from "../Redis.js"
+import type * as Script from "../Script.js"
+
+/** @internal */
+export const TypeId: Script.TypeId = Symbol.for("wakuwaku/Script") as Script.TypeId
+
+const asIs = (reply: unknown): Either.Either<unknown, string> => Either.right(reply)
+
+/** @internal */
+export const isScript = (u: unknown): u is Script.Script<unknown> => typeof u === "object" && u !== null && TypeId in u
+
+const sha1 = (lua: string) => createHash("sha1").update(lua).digest("hex")
+
+const check = (options: { readonly name: string; readonly keys: number }) => {
+  if (typeof options.name !== "string" || options.name === "") {
+    throw new TypeError(`wakuwaku: a script needs a name, got ${JSON.stringify(options.name)}`)
+  }
+  if (!Number.isSafeInteger(options.keys) || options.keys < 0) {
+    throw new TypeError(`wakuwaku: script ${options.name} must declare a non-negative integer of keys, got ${String(options.keys)}`)
+  }
+}
+
+/** @internal */
+export const make = <A = unknown>(options: Script.Options<A>): Script.Script<A> => {
+  check(options)
+  const decode = (options.decode ?? asIs) as (reply: unknown) => Either.Either<A, string>
+  const many: Script.Script<unknown> | undefined = options.many === undefined ? undefined : Object.freeze({
+    [TypeId]: TypeId,
+    name: `${options.name}Many`,
+    lua: options.many.lua,
+    keys: options.keys,
+    sha1: sha1(options.many.lua),
+    readOnly: options.readOnly === true,
+    twin: options.many.twin,
+    decode: asIs,
+    many: undefined,
+    variadic: true,
+    shared: checkShared(options.name, options.many.shared)
+  }) as Script.Script<unknown>
+  return Object.freeze({
+    [TypeId]: TypeId,
+    name: options.name,
+    lua: options.lua,
+    keys: options.keys,
+    sha1: sha1(options.lua),
+    readOnly: options.readOnly === true,
+    twin: options.twin,
+    decode,
+    many,
+    variadic: false,
+    shared: 0
+  }) as Script.Script<A>
+}
+
+const checkShared = (name: string, shared: number | undefined): number => {
+  if (shared === undefined) return 0
+  if (!Number.isSafeInteger(shared) || shared < 0) {
+    throw new TypeError(`wakuwaku: script ${name}: shared ARGV must be a non-negative integer, got ${String(shared)}`)
+  }
+  return shared
+}
+
+const library = new Set<Script.Script<unknown>>()
+
+/** @internal {@link make}, for the library's own scripts: registered, so that a test can list them all. */
+export const define = <A = unknown>(options: Script.Options<A>): Script.Script<A> => {
+  const script = make(options)
+  library.add(script as Script.Script<unknown>)
+  return script
+}
+
+/** @internal Every script the library's modules loaded so far have defined (their `many` variants apart). */
+export const registered = (): ReadonlyArray<Script.Script<unknown>> => [...library]
+
+/** @internal The one error of a reply that is not what was expected: of a command, or of a script (`script <name>`). */
+export const unexpectedReply = (operation: string, reply: unknown, expected: string): Redis.RedisError =>
+  new Redis.RedisError({
+    reason: "Reply",
+    operation,
+    cause: new Error(`unexpected reply ${show(reply)}: expected ${expected}`)
+  })
+
+/** @internal {@link unexpectedReply} of a script, as its decoder rejected the reply. */
+export const unexpected = (script: Script.Script<unknown>, reply: unknown, expected: string): Redis.RedisError =>
+  unexpectedReply(`script ${script.name}`, reply, expected)
+
+const show = (reply: unknown): string => {
+  try {
+    return JSON.stringify(reply) ?? String(reply)
+  } catch {
+    return String(reply)
+  }
+}
+
+/** @internal Decodes a reply of `script`, as an Effect. */
+export const decoded = <A>(script: Script.Script<A>, reply: unknown): Effect.Effect<A, Redis.RedisError> => {
+  const result = script.decode(reply)
+  return Either.isRight(result)
+    ? Effect.succeed(result.right)
+    : Effect.fail(unexpected(script as Script.Script<unknown>, reply, result.left))
+}
+
+/** @internal Runs `script` on `redis` and decodes the reply. */
+export const runOn = <A>(
+  redis: Redis.Service,
+  script: Script.Script<A>,
+  keys: ReadonlyArray<string>,
+  args: ReadonlyArray<string>
+): Effect.Effect<A, Redis.RedisError> =>
+  Effect.flatMap(redis.script(script as Script.Script<unknown>, keys, args), (reply) => decoded(script, reply))
+
+/** @internal */
+export const run = <A>(
+  script: Script.Script<A>,
+  keys: ReadonlyArray<string>,
+  args: ReadonlyArray<string>
+): Effect.Effect<A, Redis.RedisError, Redis.Redis> => Effect.flatMap(Redis.Redis, (redis) => runOn(redis, script, keys, args))
+
+/** @internal */
+export const manyLua = (fn: string, keys: number, args: number, shared = 0): string => {
+  const list = (name: string, per: number, from: number) =>
+    Array.from({ length: per }, (_, j) => `${name}[${from > 0 ? `${from} + ` : ""}${per} * (i - 1) + ${j + 1}]`)
+  const params = [
+    ...list("KEYS", keys, 0),
+    ...Array.from({ length: shared }, (_, j) => `ARGV[${j + 1}]`),
+    ...list("ARGV", args, shared)
+  ]
+  return `local replies = {}
+for i = 1, #KEYS / ${keys} do
+  local ok, reply = pcall(${fn}, ${params.join(", ")})
+  if ok then
+    replies[i] = reply
+  elseif type(reply) == 'table' and reply.err then
+    replies[i] = reply
+  else
+    replies[i] = redis.error_reply(tostring(reply))
+  end
+end
+return replies
+`
+}
+
+/** @internal */
+export const manyTwin = (twin: Script.Twin, keys: number, args: number, shared = 0): Script.Twin => (db, allKeys, allArgs) => {
+  const replies: Array<Script.Reply> = []
+  const common = allArgs.slice(0, shared)
+  for (let i = 0; i < allKeys.length / keys; i++) {
+    try {
+      const own = allArgs.slice(shared + i * args, shared + (i + 1) * args)
+      replies.push(twin(db, allKeys.slice(i * keys, (i + 1) * keys), shared > 0 ? [...common, ...own] : own))
+    } catch (cause) {
+      replies.push(cause instanceof Error ? cause : new Error(String(cause)))
+    }
+  }
+  return replies
+}
+
+// Common decoders.
+
+/** @internal 1 or 0 as a boolean. */
+export const flag = (reply: unknown): Either.Either<boolean, string> =>
+  reply === 1 || reply === 0 ? Either.right(reply === 1) : Either.left("1 or 0")
+
+/** @internal Any reply, ignored. */
+export const ignore = (_: unknown): Either.Either<void, string> => Either.void
+
+/**
+ * @internal Why `keys` do not fit `script` (a bug of the caller, which dies), or undefined: a script
+ * takes exactly its KEYS; a batch variant a whole number of calls' KEYS, at least one call's.
+ */
+export const checkKeys = (script: Script.Script<unknown>, keys: ReadonlyArray<string>): string | undefined =>
+  (script.variadic ? keys.length === 0 || keys.length % script.keys !== 0 : keys.length !== script.keys)
+    ? `wakuwaku: script ${script.name} declares ${script.keys} keys${script.variadic ? " per call" : ""}, got ${keys.length}`
+    : undefined
