@@ -37,12 +37,13 @@
  *
  * @since 0.1.0
  */
-import * as Data from "effect/Data"
 import type * as Duration from "effect/Duration"
-import type * as Effect from "effect/Effect"
+import * as Effect from "effect/Effect"
+import { dual } from "effect/Function"
 import type * as Inspectable from "effect/Inspectable"
 import type * as Option from "effect/Option"
 import type * as Schedule from "effect/Schedule"
+import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import * as Capability from "./Capability.js"
 import * as internal from "./internal/lock.js"
@@ -174,12 +175,12 @@ export interface Options {
  * @since 0.1.0
  * @category errors
  */
-export class LockUnavailable extends Data.TaggedError("LockUnavailable")<{
+export class LockUnavailable extends Schema.TaggedError<LockUnavailable>("wakuwaku/LockUnavailable")("LockUnavailable", {
   /** Such as `Lock(job)` or `RwLock(doc).write`. */
-  readonly lock: string
+  lock: Schema.String,
   /** The name, as encoded into the key. */
-  readonly name: string
-}> {
+  name: Schema.String
+}) {
   override get message(): string {
     return `${this.lock} ${JSON.stringify(this.name)} is held by someone else`
   }
@@ -193,12 +194,13 @@ export class LockUnavailable extends Data.TaggedError("LockUnavailable")<{
  * @since 0.1.0
  * @category errors
  */
-export class LockLost extends Data.TaggedError("LockLost")<{
-  readonly lock: string
-  readonly name: string
-  readonly fence: bigint | undefined
-  readonly reason: "Expired" | "Unconfirmed"
-}> {
+export class LockLost extends Schema.TaggedError<LockLost>("wakuwaku/LockLost")("LockLost", {
+  lock: Schema.String,
+  name: Schema.String,
+  /** The fence of the grant that was lost (none for a read lease); a decimal string in JSON. */
+  fence: Schema.UndefinedOr(Schema.BigInt),
+  reason: Schema.Literal("Expired", "Unconfirmed")
+}) {
   override get message(): string {
     return `${this.lock} ${JSON.stringify(this.name)} was lost while held (${this.reason})`
   }
@@ -207,16 +209,36 @@ export class LockLost extends Data.TaggedError("LockLost")<{
 /**
  * Holds the lock while `effect` runs: acquires it as `options.acquire` says, renews the lease in the
  * background, and releases it on every exit (success, failure, interruption). If the lease is lost,
- * `effect` is interrupted and the whole fails with {@link LockLost}.
+ * `effect` is interrupted and the whole fails with {@link LockLost}. Dual: `withLock(lock, name)(effect)`
+ * or `withLock(effect, lock, name)`. Options are checked when it is applied (a `renewEvery` that is no
+ * positive duration throws a `RangeError`).
  *
  * @since 0.1.0
  * @category scoped
  */
-export const withLock = <Name extends Redis.KeyName>(lock: Lock<Name>, name: Name, options?: Options) =>
-<A, E, R>(
-  effect: Effect.Effect<A, E, R>
-): Effect.Effect<A, E | LockLost | LockUnavailable | Redis.RedisError | Redis.InvalidInput, R | Requirements> =>
-  internal.withLock(lock, name, options, effect)
+export const withLock: {
+  <Name extends Redis.KeyName>(
+    lock: Lock<Name>,
+    name: Name,
+    options?: Options
+  ): <A, E, R>(
+    effect: Effect.Effect<A, E, R>
+  ) => Effect.Effect<A, E | LockLost | LockUnavailable | Redis.RedisError | Redis.InvalidInput, R | Requirements>
+  <A, E, R, Name extends Redis.KeyName>(
+    effect: Effect.Effect<A, E, R>,
+    lock: Lock<Name>,
+    name: Name,
+    options?: Options
+  ): Effect.Effect<A, E | LockLost | LockUnavailable | Redis.RedisError | Redis.InvalidInput, R | Requirements>
+} = dual(
+  (args) => Effect.isEffect(args[0]),
+  <A, E, R, Name extends Redis.KeyName>(
+    effect: Effect.Effect<A, E, R>,
+    lock: Lock<Name>,
+    name: Name,
+    options?: Options
+  ) => internal.withLock(lock, name, options, effect)
+)
 
 /**
  * The lock held for the rest of the scope: the token, and `lost`, which fails with {@link LockLost}

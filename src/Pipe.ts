@@ -48,10 +48,9 @@
  *
  * @since 0.1.0
  */
-import * as Data from "effect/Data"
 import type * as Duration from "effect/Duration"
 import type * as Effect from "effect/Effect"
-import type * as ParseResult from "effect/ParseResult"
+import * as Schema from "effect/Schema"
 import type * as SchemaAST from "effect/SchemaAST"
 import type * as Stream from "effect/Stream"
 import * as Capability from "./Capability.js"
@@ -233,14 +232,14 @@ export const duplex = <Name extends Redis.KeyName, Out, In>(
  * @since 0.1.0
  * @category errors
  */
-export class PipeAbandoned extends Data.TaggedError("PipeAbandoned")<{
+export class PipeAbandoned extends Schema.TaggedError<PipeAbandoned>("wakuwaku/PipeAbandoned")("PipeAbandoned", {
   /** Such as `Pipe(to-client)`. */
-  readonly pipe: string
+  pipe: Schema.String,
   /** The name, as encoded into the key. */
-  readonly name: string
+  name: Schema.String,
   /** The TTL it waited for. */
-  readonly ttl: Duration.Duration
-}> {
+  ttl: Schema.Duration
+}) {
   override get message(): string {
     return `${this.pipe} ${JSON.stringify(this.name)}: nothing arrived for a whole TTL`
   }
@@ -254,11 +253,11 @@ export class PipeAbandoned extends Data.TaggedError("PipeAbandoned")<{
  * @since 0.1.0
  * @category errors
  */
-export class PipeBusy extends Data.TaggedError("PipeBusy")<{
-  readonly pipe: string
-  readonly name: string
-  readonly reason: "Held" | "Lost"
-}> {
+export class PipeBusy extends Schema.TaggedError<PipeBusy>("wakuwaku/PipeBusy")("PipeBusy", {
+  pipe: Schema.String,
+  name: Schema.String,
+  reason: Schema.Literal("Held", "Lost")
+}) {
   override get message(): string {
     return this.reason === "Held"
       ? `${this.pipe} ${JSON.stringify(this.name)} already has a receiver`
@@ -273,15 +272,16 @@ export class PipeBusy extends Data.TaggedError("PipeBusy")<{
  * @since 0.1.0
  * @category errors
  */
-export class MessageError extends Data.TaggedError("MessageError")<{
-  readonly pipe: string
-  readonly name: string
+export class MessageError extends Schema.TaggedError<MessageError>("wakuwaku/MessageError")("MessageError", {
+  pipe: Schema.String,
+  name: Schema.String,
   /** The payload exactly as Redis held it. */
-  readonly raw: string
-  /** Why it did not decode. */
-  readonly cause: ParseResult.ParseError
-}> {
+  raw: Schema.String,
+  /** Why it did not decode: the `ParseError` (in JSON, as `Schema.Defect` encodes it). */
+  cause: Schema.Defect
+}) {
   override get message(): string {
-    return `${this.pipe} ${JSON.stringify(this.name)}: a message did not decode: ${this.cause.message}`
+    const cause = this.cause instanceof Error ? this.cause.message : String(this.cause)
+    return `${this.pipe} ${JSON.stringify(this.name)}: a message did not decode: ${cause}`
   }
 }

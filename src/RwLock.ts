@@ -37,13 +37,13 @@
  * @since 0.1.0
  */
 import type * as Duration from "effect/Duration"
-import type * as Effect from "effect/Effect"
+import * as Effect from "effect/Effect"
+import { dual } from "effect/Function"
 import type * as Inspectable from "effect/Inspectable"
 import type * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
 import type * as Capability from "./Capability.js"
 import * as internal from "./internal/rwLock.js"
-import * as lease from "./internal/lease.js"
 import type * as Lock from "./Lock.js"
 import type * as Redis from "./Redis.js"
 
@@ -133,25 +133,62 @@ export const make = <Name extends Redis.KeyName = string>(namespace: string, ttl
 type Failure = Lock.LockUnavailable | Redis.RedisError | Redis.InvalidInput
 
 /**
- * Holds a read lease while `effect` runs, as {@link Lock.withLock} does.
+ * Holds a read lease while `effect` runs, as {@link Lock.withLock} does. Dual: `withRead(rw, name)(effect)`
+ * or `withRead(effect, rw, name)`.
  *
  * @since 0.1.0
  * @category scoped
  */
-export const withRead = <Name extends Redis.KeyName>(rw: RwLock<Name>, name: Name, options?: Lock.Options) =>
-<A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | Lock.LockLost | Failure, R | Requirements> =>
-  lease.scopedUse(internal.scopedRead(rw, name, options), effect)
+export const withRead: {
+  <Name extends Redis.KeyName>(
+    rw: RwLock<Name>,
+    name: Name,
+    options?: Lock.Options
+  ): <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E | Lock.LockLost | Failure, R | Requirements>
+  <A, E, R, Name extends Redis.KeyName>(
+    effect: Effect.Effect<A, E, R>,
+    rw: RwLock<Name>,
+    name: Name,
+    options?: Lock.Options
+  ): Effect.Effect<A, E | Lock.LockLost | Failure, R | Requirements>
+} = dual(
+  (args) => Effect.isEffect(args[0]),
+  <A, E, R, Name extends Redis.KeyName>(
+    effect: Effect.Effect<A, E, R>,
+    rw: RwLock<Name>,
+    name: Name,
+    options?: Lock.Options
+  ) => internal.withRead(rw, name, options, effect)
+)
 
 /**
  * Holds the write lease while `effect` runs, as {@link Lock.withLock} does. While it waits, new
- * readers are held back, so it is not starved.
+ * readers are held back, so it is not starved. Dual, as {@link withRead}.
  *
  * @since 0.1.0
  * @category scoped
  */
-export const withWrite = <Name extends Redis.KeyName>(rw: RwLock<Name>, name: Name, options?: Lock.Options) =>
-<A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | Lock.LockLost | Failure, R | Requirements> =>
-  lease.scopedUse(internal.scopedWrite(rw, name, options), effect)
+export const withWrite: {
+  <Name extends Redis.KeyName>(
+    rw: RwLock<Name>,
+    name: Name,
+    options?: Lock.Options
+  ): <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E | Lock.LockLost | Failure, R | Requirements>
+  <A, E, R, Name extends Redis.KeyName>(
+    effect: Effect.Effect<A, E, R>,
+    rw: RwLock<Name>,
+    name: Name,
+    options?: Lock.Options
+  ): Effect.Effect<A, E | Lock.LockLost | Failure, R | Requirements>
+} = dual(
+  (args) => Effect.isEffect(args[0]),
+  <A, E, R, Name extends Redis.KeyName>(
+    effect: Effect.Effect<A, E, R>,
+    rw: RwLock<Name>,
+    name: Name,
+    options?: Lock.Options
+  ) => internal.withWrite(rw, name, options, effect)
+)
 
 /**
  * A read lease held for the rest of the scope, with `lost`, as {@link Lock.scoped}.

@@ -349,3 +349,19 @@ export const scopedWrite = <Name extends Redis.KeyName>(
     )
   })
 }
+
+/** @internal */
+export const withRead = <Name extends Redis.KeyName, A, E, R>(
+  rw: RwLock.RwLock<Name>,
+  name: Name,
+  options: Lock.Options | undefined,
+  effect: Effect.Effect<A, E, R>
+) => lease.scopedUse(scopedRead(rw, name, options), effect)
+
+/** @internal */
+export const withWrite = <Name extends Redis.KeyName, A, E, R>(
+  rw: RwLock.RwLock<Name>,
+  name: Name,
+  options: Lock.Options | undefined,
+  effect: Effect.Effect<A, E, R>
+) => lease.scopedUse(scopedWrite(rw, name, options), effect)
