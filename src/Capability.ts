@@ -132,10 +132,11 @@ export type Entities = "all" | ReadonlyArray<AnyEntity>
  * @since 0.1.0
  * @category models
  */
-export type Granted<Cap extends "Read" | "Write", Es extends Entities> = Es extends "all" ? Cap extends "Read" ? Read<AnyEntity>
+export type Granted<Cap extends "Read" | "Write", Es extends Entities> = Es extends "all" ?
+  Cap extends "Read" ? Read<AnyEntity>
   : Write<AnyEntity>
+  // An entity whose kind is not a literal grants nothing: it would otherwise pass for every entity.
   : Es extends ReadonlyArray<infer E> ?
-    // An entity whose kind is not a literal grants nothing: it would otherwise pass for every entity.
     E extends AnyEntity ? string extends E["kind"] ? never : Cap extends "Read" ? Read<E> : Write<E> : never
   : never
 

@@ -91,8 +91,10 @@ export const UNKNOWN: "unknown" = internal.UNKNOWN as "unknown"
  * @since 0.1.0
  * @category keys
  */
-export const normalize: (address: string, options?: { readonly ipv6Prefix?: number | undefined }) => string | undefined =
-  internal.normalize
+export const normalize: (
+  address: string,
+  options?: { readonly ipv6Prefix?: number | undefined }
+) => string | undefined = internal.normalize
 
 /**
  * The client's key from a socket address and headers, as the module doc describes. The options are

@@ -44,10 +44,10 @@
  *
  * @since 0.1.0
  */
-import * as Admission_ from "./Admission.js"
 import type * as Data from "effect/Data"
 import type * as Duration from "effect/Duration"
 import type * as Effect from "effect/Effect"
+import * as Admission_ from "./Admission.js"
 import type * as Capability from "./Capability.js"
 import * as internal from "./internal/fixedWindow.js"
 import type * as Redis from "./Redis.js"

@@ -175,12 +175,14 @@ export interface Options {
  * @since 0.1.0
  * @category errors
  */
-export class LockUnavailable extends Schema.TaggedError<LockUnavailable>("wakuwaku/LockUnavailable")("LockUnavailable", {
-  /** Such as `Lock(job)` or `RwLock(doc).write`. */
-  lock: Schema.String,
-  /** The name, as encoded into the key. */
-  name: Schema.String
-}) {
+export class LockUnavailable
+  extends Schema.TaggedError<LockUnavailable>("wakuwaku/LockUnavailable")("LockUnavailable", {
+    /** Such as `Lock(job)` or `RwLock(doc).write`. */
+    lock: Schema.String,
+    /** The name, as encoded into the key. */
+    name: Schema.String
+  })
+{
   override get message(): string {
     return `${this.lock} ${JSON.stringify(this.name)} is held by someone else`
   }

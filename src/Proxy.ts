@@ -75,12 +75,12 @@
  *
  * @since 0.1.0
  */
+import type * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import type * as HttpApp from "@effect/platform/HttpApp"
 import type * as HttpServer from "@effect/platform/HttpServer"
 import type * as HttpServerError from "@effect/platform/HttpServerError"
 import type * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import type * as HttpServerResponse from "@effect/platform/HttpServerResponse"
-import type * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import * as Data from "effect/Data"
 import type * as Duration from "effect/Duration"
 import type * as Layer from "effect/Layer"

@@ -18,7 +18,7 @@
  * @since 0.1.0
  */
 import * as Duration from "effect/Duration"
-import { positive, type Positive } from "./internal/duration.js"
+import { type Positive, positive } from "./internal/duration.js"
 
 /**
  * @since 0.1.0
@@ -97,7 +97,9 @@ const unsafeMake = (tokens: number, input: Duration.DurationInput): Rate => {
   const period = positive(input, "a rate's period")
   const micros = (Duration.unsafeToNanos(period) + 999n) / 1000n
   if (micros > MAX_MICROS) {
-    throw new RangeError(`wakuwaku: a rate's period must be at most 2^53 - 1 microseconds, got ${Duration.format(period)}`)
+    throw new RangeError(
+      `wakuwaku: a rate's period must be at most 2^53 - 1 microseconds, got ${Duration.format(period)}`
+    )
   }
   return Object.freeze({
     [TypeId]: TypeId as TypeId,

@@ -53,7 +53,13 @@ import type * as Effect from "effect/Effect"
 import type * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
-import type { Cluster, ClusterNode, ClusterOptions as IORedisClusterOptions, Redis as IORedis, RedisOptions } from "ioredis"
+import type {
+  Cluster,
+  ClusterNode,
+  ClusterOptions as IORedisClusterOptions,
+  Redis as IORedis,
+  RedisOptions
+} from "ioredis"
 import type * as Capability from "./Capability.js"
 import * as memory from "./internal/memory.js"
 import * as internal from "./internal/redis.js"

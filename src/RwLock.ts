@@ -127,8 +127,10 @@ export interface RwLock<in Name extends Redis.KeyName> {
  * @since 0.1.0
  * @category constructors
  */
-export const make = <Name extends Redis.KeyName = string>(namespace: string, ttl: Duration.DurationInput): RwLock<Name> =>
-  internal.make<Name>(namespace, ttl)
+export const make = <Name extends Redis.KeyName = string>(
+  namespace: string,
+  ttl: Duration.DurationInput
+): RwLock<Name> => internal.make<Name>(namespace, ttl)
 
 type Failure = Lock.LockUnavailable | Redis.RedisError | Redis.InvalidInput
 

@@ -49,8 +49,8 @@
  */
 import type * as Effect from "effect/Effect"
 import type * as Either from "effect/Either"
-import type * as Redis from "./Redis.js"
 import * as internal from "./internal/script.js"
+import type * as Redis from "./Redis.js"
 
 /**
  * @since 0.1.0

@@ -29,7 +29,8 @@ switch (command._tag) {
       const code = (error as { readonly code?: unknown }).code
       process.stderr.write(
         code === "ERR_MODULE_NOT_FOUND"
-          ? "wakuwaku proxy: needs @effect/platform and @effect/platform-node: npm install @effect/platform@~0.97.2 @effect/platform-node@~0.108.2\n"
+          ? "wakuwaku proxy: needs @effect/platform and @effect/platform-node: " +
+            "npm install @effect/platform@~0.97.2 @effect/platform-node@~0.108.2\n"
           : `wakuwaku proxy: ${error instanceof Error ? error.message : String(error)}\n`
       )
       process.exitCode = 1

@@ -105,7 +105,22 @@ const badDelivery: fc.Arbitrary<unknown> = fc.oneof(
 
 /** Durations that are bad everywhere: not a duration, not finite, not longer than zero. */
 const badDuration: fc.Arbitrary<unknown> = fc.oneof(
-  fc.constantFrom(0, -1, NaN, Infinity, -Infinity, 0n, -5n, "garbage", "0 seconds", "-5 seconds", "1 fortnight", "", {}, null),
+  fc.constantFrom(
+    0,
+    -1,
+    NaN,
+    Infinity,
+    -Infinity,
+    0n,
+    -5n,
+    "garbage",
+    "0 seconds",
+    "-5 seconds",
+    "1 fortnight",
+    "",
+    {},
+    null
+  ),
   fc.constantFrom(Duration.infinity, Duration.zero),
   fc.double({ max: 0, noNaN: true })
 )
@@ -136,7 +151,9 @@ const op = (label: string, argument: string, input: unknown, run: Op["run"]): Op
   Object.assign({ label, argument, run }, { [fc.toStringMethod]: () => `${label} with ${argument} ${short(input)}` })
 
 const short = (input: unknown): string => {
-  if (typeof input === "string" && input.length > 60) return `a string of ${input.length} characters (${Buffer.byteLength(input)} bytes)`
+  if (typeof input === "string" && input.length > 60) {
+    return `a string of ${input.length} characters (${Buffer.byteLength(input)} bytes)`
+  }
   if (typeof input === "bigint" && String(input).length > 60) return `a bigint of ${String(input).length} characters`
   if (input instanceof Uint8Array) return `a Uint8Array of ${input.byteLength} bytes`
   return fc.stringify(input)
@@ -146,7 +163,10 @@ const short = (input: unknown): string => {
 const as = <T>(u: unknown) => u as T
 const collect = <A, E>(stream: Stream.Stream<A, E, Pipe.Requirements>) => Stream.runDrain(stream)
 
-const limiterOps = (label: string, limiter: TokenBucket.TokenBucket<Redis.KeyName> | FixedWindow.FixedWindow<Redis.KeyName>) =>
+const limiterOps = (
+  label: string,
+  limiter: TokenBucket.TokenBucket<Redis.KeyName> | FixedWindow.FixedWindow<Redis.KeyName>
+) =>
   fc.oneof(
     badName.map((name) => op(`${label}.acquire(name)`, "name", name, () => limiter.acquire(as(name), 1))),
     badCost.map((cost) => op(`${label}.acquire(cost)`, "cost", cost, () => limiter.acquire("n", as(cost)))),
@@ -168,7 +188,12 @@ const rwOps = fc.oneof(
   badName.map((name) => op("RwLock.withRead", "name", name, () => RwLock.withRead(RW, as(name))(Effect.void))),
   badName.map((name) => op("RwLock.withWrite", "name", name, () => RwLock.withWrite(RW, as(name))(Effect.void))),
   badName.map((name) =>
-    op("RwLock.scopedWrite", "name", name, () => Effect.scoped(RwLock.scopedWrite(RW, as(name), { acquire: Lock.tryOnce })))
+    op(
+      "RwLock.scopedWrite",
+      "name",
+      name,
+      () => Effect.scoped(RwLock.scopedWrite(RW, as(name), { acquire: Lock.tryOnce }))
+    )
   )
 )
 
@@ -210,16 +235,31 @@ const property = (ops: fc.Arbitrary<Op>) =>
   )
 
 describe(`bad input on Redis and on the embedded backend (seed ${SEED}, ${RUNS} runs)`, () => {
-  it("TokenBucket: every operation fails with InvalidInput, writes nothing, and both backends agree", () =>
-    property(limiterOps("TokenBucket", BUCKET)), 60_000)
-  it("FixedWindow: every operation fails with InvalidInput, writes nothing, and both backends agree", () =>
-    property(limiterOps("FixedWindow", WINDOW)), 60_000)
-  it("Lock: every operation fails with InvalidInput, writes nothing, and both backends agree", () =>
-    property(lockOps), 60_000)
-  it("RwLock: every operation fails with InvalidInput, writes nothing, and both backends agree", () =>
-    property(rwOps), 60_000)
-  it("Pipe: every operation fails with InvalidInput, writes nothing, and both backends agree", () =>
-    property(pipeOps), 60_000)
+  it(
+    "TokenBucket: every operation fails with InvalidInput, writes nothing, and both backends agree",
+    () => property(limiterOps("TokenBucket", BUCKET)),
+    60_000
+  )
+  it(
+    "FixedWindow: every operation fails with InvalidInput, writes nothing, and both backends agree",
+    () => property(limiterOps("FixedWindow", WINDOW)),
+    60_000
+  )
+  it(
+    "Lock: every operation fails with InvalidInput, writes nothing, and both backends agree",
+    () => property(lockOps),
+    60_000
+  )
+  it(
+    "RwLock: every operation fails with InvalidInput, writes nothing, and both backends agree",
+    () => property(rwOps),
+    60_000
+  )
+  it(
+    "Pipe: every operation fails with InvalidInput, writes nothing, and both backends agree",
+    () => property(pipeOps),
+    60_000
+  )
 
   it("names at the bound: 4096 bytes pass, 4097 do not, in every name type", async () => {
     const exact = ["x".repeat(4096), "€".repeat(1365) + "x", 10n ** 4095n, new Uint8Array(2048)]
@@ -233,7 +273,9 @@ describe(`bad input on Redis and on the embedded backend (seed ${SEED}, ${RUNS} 
         expect(observed.outcome).toMatchObject({
           operation: `TokenBucket(${ns("tb")}).peek`,
           argument: "name",
-          message: expect.stringMatching(/^a name must encode to at most 4096 bytes, got (4097|4098|more) \(a (string|bigint|Uint8Array, in hex)\)$/)
+          message: expect.stringMatching(
+            /^a name must encode to at most 4096 bytes, got (4097|4098|more) \(a (string|bigint|Uint8Array, in hex)\)$/
+          )
         })
       }
     }
@@ -301,7 +343,9 @@ describe(`bad input when a structure or an option is made (seed ${SEED}, ${RUNS}
 
   it("a namespace of 65 characters names the bound; a megabyte one is not printed whole", () => {
     expect(() => Lock.make("n".repeat(65), "1 second")).toThrow(
-      `wakuwaku: Lock namespace must be a non-empty string of at most 64 letters, digits, '_', '.' or '-', got "${"n".repeat(65)}"`
+      `wakuwaku: Lock namespace must be a non-empty string of at most 64 letters, digits, '_', '.' or '-', got "${
+        "n".repeat(65)
+      }"`
     )
     expect(() => Lock.make("n".repeat(1 << 20), "1 second")).toThrow(
       "wakuwaku: Lock namespace must be a non-empty string of at most 64 letters, digits, '_', '.' or '-', got a string of 1048576 characters"

@@ -57,7 +57,10 @@ const { composition } = fc.letrec<{ composition: Composition }>((tie) => ({
     fc.constant({ _tag: "ReadOnly" as const }),
     fc.constant({ _tag: "ReadWrite" as const }),
     fc.record({ _tag: fc.constant("Merge" as const), left: tie("composition"), right: tie("composition") }),
-    fc.record({ _tag: fc.constant("MergeAll" as const), parts: fc.array(tie("composition"), { minLength: 1, maxLength: 3 }) }),
+    fc.record({
+      _tag: fc.constant("MergeAll" as const),
+      parts: fc.array(tie("composition"), { minLength: 1, maxLength: 3 })
+    }),
     fc.record({ _tag: fc.constant("Provide" as const), self: tie("composition"), that: tie("composition") }),
     fc.record({ _tag: fc.constant("ProvideMerge" as const), self: tie("composition"), that: tie("composition") })
   )
@@ -143,12 +146,16 @@ const probes: ReadonlyArray<{ readonly verb: "read" | "write"; readonly kind: Ki
   {
     verb: "write",
     kind: "Lock",
-    run: () => erase(Effect.flatMap(LOCK.tryLock(fresh()), Option.match({ onNone: () => Effect.void, onSome: (t) => t.release })))
+    run: () =>
+      erase(
+        Effect.flatMap(LOCK.tryLock(fresh()), Option.match({ onNone: () => Effect.void, onSome: (t) => t.release }))
+      )
   },
   {
     verb: "write",
     kind: "RwLock",
-    run: () => erase(Effect.flatMap(RW.tryRead(fresh()), Option.match({ onNone: () => Effect.void, onSome: (t) => t.release })))
+    run: () =>
+      erase(Effect.flatMap(RW.tryRead(fresh()), Option.match({ onNone: () => Effect.void, onSome: (t) => t.release })))
   },
   { verb: "write", kind: "Pipe", run: () => erase(PIPE.send(fresh(), "m")) },
   { verb: "read", kind: "Other", run: () => erase(access.read(Other, () => Effect.void)) },

@@ -21,18 +21,30 @@ describe("grants combined with Layer.merge", () => {
   it.live("a write grant merged with a read-only layer: both count, in either order", () =>
     Effect.gen(function*() {
       const B = TokenBucket.make<string>(freshNamespace(), 5, Rate.perSecond(1))
-      const writeThenRead = Layer.merge(Capability.layer({ write: [TokenBucket.entity] }), Redis.layerReadOnly({ url: redisUrl }))
-      const readThenWrite = Layer.merge(Redis.layerReadOnly({ url: redisUrl }), Capability.layer({ write: [TokenBucket.entity] }))
-      expect(yield* B.acquire("a", 1).pipe(Effect.provide(writeThenRead))).toEqual(TokenBucket.Admission.Allowed({ remaining: 4 }))
+      const writeThenRead = Layer.merge(
+        Capability.layer({ write: [TokenBucket.entity] }),
+        Redis.layerReadOnly({ url: redisUrl })
+      )
+      const readThenWrite = Layer.merge(
+        Redis.layerReadOnly({ url: redisUrl }),
+        Capability.layer({ write: [TokenBucket.entity] })
+      )
+      expect(yield* B.acquire("a", 1).pipe(Effect.provide(writeThenRead))).toEqual(
+        TokenBucket.Admission.Allowed({ remaining: 4 })
+      )
       expect(yield* B.peek("a").pipe(Effect.provide(readThenWrite))).toBe(4)
-      expect(yield* B.acquire("a", 1).pipe(Effect.provide(readThenWrite))).toEqual(TokenBucket.Admission.Allowed({ remaining: 3 }))
+      expect(yield* B.acquire("a", 1).pipe(Effect.provide(readThenWrite))).toEqual(
+        TokenBucket.Admission.Allowed({ remaining: 3 })
+      )
     }))
 
   it.live("a read-only grant merged after a read-write layer takes no write right away", () =>
     Effect.gen(function*() {
       const B = TokenBucket.make<string>(freshNamespace(), 5, Rate.perSecond(1))
       const merged = Layer.mergeAll(Redis.layer({ url: redisUrl }), Capability.ReadOnly)
-      expect(yield* B.acquire("a", 2).pipe(Effect.provide(merged))).toEqual(TokenBucket.Admission.Allowed({ remaining: 3 }))
+      expect(yield* B.acquire("a", 2).pipe(Effect.provide(merged))).toEqual(
+        TokenBucket.Admission.Allowed({ remaining: 3 })
+      )
     }))
 
   it.live("two sibling write grants in one Layer.merge: both count at run time, as the type says", () =>
@@ -51,7 +63,9 @@ describe("grants combined with Layer.merge", () => {
       expect(Option.isSome(token)).toBe(true)
       // A third sibling for another entity takes nothing away either.
       const three = Layer.mergeAll(Redis.layer({ url: redisUrl }), Capability.layer({ write: [Other] }))
-      expect(yield* B.acquire("a", 1).pipe(Effect.provide(three))).toEqual(TokenBucket.Admission.Allowed({ remaining: 4 }))
+      expect(yield* B.acquire("a", 1).pipe(Effect.provide(three))).toEqual(
+        TokenBucket.Admission.Allowed({ remaining: 4 })
+      )
     }))
 
   it.live("Layer.provide(self, that) grants self's capabilities alone, at run time as in the type", () =>
@@ -63,7 +77,9 @@ describe("grants combined with Layer.merge", () => {
       const exit = yield* Effect.exit(
         unchecked(B.acquire("a", 1)).pipe(Effect.provide(onlyLocks), Effect.provide(Redis.layerMemoryReadOnly()))
       )
-      expect(dieMessage(exit)).toContain("needs to write TokenBucket, but the capability in scope does not grant it (granted: Lock)")
+      expect(dieMessage(exit)).toContain(
+        "needs to write TokenBucket, but the capability in scope does not grant it (granted: Lock)"
+      )
     }))
 })
 

@@ -23,7 +23,9 @@ const node = (address: string) =>
 /** slot → "host:port" of its master, from CLUSTER SLOTS. */
 const slotOwners = (client: IORedis) =>
   Effect.promise(async () => {
-    const ranges = (await client.cluster("SLOTS")) as unknown as Array<[number, number, [string, number, ...Array<unknown>]]>
+    const ranges = (await client.cluster("SLOTS")) as unknown as Array<
+      [number, number, [string, number, ...Array<unknown>]]
+    >
     return (slot: number) => {
       const range = ranges.find(([from, to]) => slot >= from && slot <= to)
       return range === undefined ? undefined : `${range[2][0]}:${range[2][1]}`
@@ -47,7 +49,10 @@ const hammer = (bucket: TokenBucket.TokenBucket<string>, stop: () => boolean) =>
           }
         }
       })
-    yield* Effect.all(Array.from({ length: 16 }, (_, fiber) => loop(fiber)), { concurrency: "unbounded", discard: true })
+    yield* Effect.all(Array.from({ length: 16 }, (_, fiber) => loop(fiber)), {
+      concurrency: "unbounded",
+      discard: true
+    })
     return tally
   })
 
@@ -83,7 +88,9 @@ describe("Redis Cluster", () => {
       const B = TokenBucket.make<string>(freshNamespace(), 1_000_000, Rate.perSecond(1))
       const admins = yield* Effect.all(clusterNodes.map(node))
       let stop = false
-      const run = yield* Effect.fork(hammer(B, () => stop).pipe(Effect.provide(Redis.layerCluster({ nodes: clusterNodes }))))
+      const run = yield* Effect.fork(
+        hammer(B, () => stop).pipe(Effect.provide(Redis.layerCluster({ nodes: clusterNodes })))
+      )
       // Let the run warm up (scripts loaded everywhere), flush them all twice, then stop.
       yield* Effect.sleep("300 millis")
       for (let round = 0; round < 2; round++) {
@@ -96,52 +103,58 @@ describe("Redis Cluster", () => {
       expect(tally.ok).toBeGreaterThan(100)
     }).pipe(Effect.scoped, Effect.runPromise), 30_000)
 
-  it("a manual failover of one master in the middle of a run: a bounded burst of typed errors at most, then recovery", () =>
-    Effect.gen(function*() {
-      // A cluster of its own: the failover must not disturb the other files' cluster.
-      const cluster = yield* RedisServer.makeCluster()
-      const nodes = cluster.masters.map((m) => `${m.host}:${m.port}`)
-      const B = TokenBucket.make<string>(freshNamespace(), 1_000_000, Rate.perSecond(1))
-      const replica = yield* node(`${cluster.replicas[0]!.host}:${cluster.replicas[0]!.port}`)
-      let stop = false
-      const run = yield* Effect.fork(
-        hammer(B, () => stop).pipe(Effect.provide(Layer.fresh(Redis.layerCluster({ nodes }))))
-      )
-      yield* Effect.sleep("300 millis")
-      // A manual failover gives up after 5 s if the replica cannot catch up (a busy machine): ask again then.
-      let started = 0
-      let switched = -1
-      let attempts = 0
-      for (; attempts < 3 && switched < 0; attempts++) {
-        started = performance.now()
-        yield* Effect.promise(() => replica.cluster("FAILOVER"))
-        while (performance.now() - started < 6000) {
-          if (String(yield* Effect.promise(() => replica.info("replication"))).includes("role:master")) {
-            switched = performance.now() - started
-            break
+  it(
+    "a manual failover of one master in the middle of a run: a bounded burst of typed errors at most, then recovery",
+    () =>
+      Effect.gen(function*() {
+        // A cluster of its own: the failover must not disturb the other files' cluster.
+        const cluster = yield* RedisServer.makeCluster()
+        const nodes = cluster.masters.map((m) => `${m.host}:${m.port}`)
+        const B = TokenBucket.make<string>(freshNamespace(), 1_000_000, Rate.perSecond(1))
+        const replica = yield* node(`${cluster.replicas[0]!.host}:${cluster.replicas[0]!.port}`)
+        let stop = false
+        const run = yield* Effect.fork(
+          hammer(B, () => stop).pipe(Effect.provide(Layer.fresh(Redis.layerCluster({ nodes }))))
+        )
+        yield* Effect.sleep("300 millis")
+        // A manual failover gives up after 5 s if the replica cannot catch up (a busy machine): ask again then.
+        let started = 0
+        let switched = -1
+        let attempts = 0
+        for (; attempts < 3 && switched < 0; attempts++) {
+          started = performance.now()
+          yield* Effect.promise(() => replica.cluster("FAILOVER"))
+          while (performance.now() - started < 6000) {
+            if (String(yield* Effect.promise(() => replica.info("replication"))).includes("role:master")) {
+              switched = performance.now() - started
+              break
+            }
+            yield* Effect.sleep("20 millis")
           }
-          yield* Effect.sleep("20 millis")
         }
-      }
-      expect(switched).toBeGreaterThanOrEqual(0)
-      // Keep going past the switch: the run must recover.
-      yield* Effect.sleep("1 second")
-      const okBeforeEnd = yield* Effect.sync(() => performance.now())
-      yield* Effect.sleep("300 millis")
-      stop = true
-      const tally = yield* run.await.pipe(Effect.flatten)
-      const reasons = [...new Set(tally.failures.map((f) => f.reason))]
-      const span = tally.failures.length === 0
-        ? 0
-        : Math.max(...tally.failures.map((f) => f.at)) - Math.min(...tally.failures.map((f) => f.at))
-      console.info(
-        `cluster failover: the replica took over in ${switched.toFixed(0)} ms (attempt ${attempts}); callers saw ${tally.failures.length} ` +
-          `typed errors (${reasons.join(", ") || "none"}) over ${span.toFixed(0)} ms, and ${tally.ok} successes`
-      )
-      // Typed, retryable, few, and over before the end of the run.
-      for (const reason of reasons) expect(["Connection", "Timeout", "Server"]).toContain(reason)
-      expect(tally.failures.length).toBeLessThanOrEqual(100)
-      expect(tally.failures.every((f) => f.at < okBeforeEnd)).toBe(true)
-      expect(tally.ok).toBeGreaterThan(100)
-    }).pipe(Effect.scoped, Effect.runPromise), 60_000)
+        expect(switched).toBeGreaterThanOrEqual(0)
+        // Keep going past the switch: the run must recover.
+        yield* Effect.sleep("1 second")
+        const okBeforeEnd = yield* Effect.sync(() => performance.now())
+        yield* Effect.sleep("300 millis")
+        stop = true
+        const tally = yield* run.await.pipe(Effect.flatten)
+        const reasons = [...new Set(tally.failures.map((f) => f.reason))]
+        const span = tally.failures.length === 0
+          ? 0
+          : Math.max(...tally.failures.map((f) => f.at)) - Math.min(...tally.failures.map((f) => f.at))
+        console.info(
+          `cluster failover: the replica took over in ${
+            switched.toFixed(0)
+          } ms (attempt ${attempts}); callers saw ${tally.failures.length} ` +
+            `typed errors (${reasons.join(", ") || "none"}) over ${span.toFixed(0)} ms, and ${tally.ok} successes`
+        )
+        // Typed, retryable, few, and over before the end of the run.
+        for (const reason of reasons) expect(["Connection", "Timeout", "Server"]).toContain(reason)
+        expect(tally.failures.length).toBeLessThanOrEqual(100)
+        expect(tally.failures.every((f) => f.at < okBeforeEnd)).toBe(true)
+        expect(tally.ok).toBeGreaterThan(100)
+      }).pipe(Effect.scoped, Effect.runPromise),
+    60_000
+  )
 })

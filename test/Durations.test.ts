@@ -20,7 +20,15 @@ const serverMicros = Effect.map(
 )
 
 describe("durations past the bound", () => {
-  const past: ReadonlyArray<Duration.DurationInput> = [MAX_MS + 1, 1e16, 1e19, 1e22, 2 ** 62, Duration.days(1e6), "200 weeks"]
+  const past: ReadonlyArray<Duration.DurationInput> = [
+    MAX_MS + 1,
+    1e16,
+    1e19,
+    1e22,
+    2 ** 62,
+    Duration.days(1e6),
+    "200 weeks"
+  ]
 
   it("Lock, RwLock and Pipe refuse a ttl past 10^11 ms at make, with a RangeError naming the bound", () => {
     for (const ttl of past) {
@@ -31,7 +39,9 @@ describe("durations past the bound", () => {
       expect(() => Pipe.make("bound", Schema.String, ttl)).toThrow(RangeError)
       expect(() => Pipe.make("bound", Schema.String, ttl)).toThrow(`wakuwaku: Pipe(bound) ttl ${BOUND}, got `)
     }
-    expect(() => Lock.make("bound", 1e16)).toThrow("wakuwaku: Lock(bound) ttl must be at most 10^11 ms (about 3.2 years), got 115740740d 17h 46m 40s")
+    expect(() => Lock.make("bound", 1e16)).toThrow(
+      "wakuwaku: Lock(bound) ttl must be at most 10^11 ms (about 3.2 years), got 115740740d 17h 46m 40s"
+    )
   })
 
   it("a FixedWindow refuses a window past the same bound", () => {

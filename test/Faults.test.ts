@@ -4,10 +4,10 @@
  * full server. Each asserts the exact typed reason, the time to surface, recovery, and what the data
  * says afterwards.
  */
-import { createServer, Socket } from "node:net"
 import { describe, expect, it } from "@effect/vitest"
 import { Chunk, Effect, Exit, Fiber, Layer, Schema, Stream } from "effect"
 import { Redis as IORedis } from "ioredis"
+import { createServer, Socket } from "node:net"
 import { Pipe, Rate, Redis, TokenBucket } from "wakuwaku"
 import * as RedisServer from "wakuwaku/RedisServer"
 import { request, startProxy, upstream } from "./support/proxy.js"
@@ -29,7 +29,9 @@ const recovered = <A, E, R>(effect: Effect.Effect<A, E, R>, ms: number) =>
     while (true) {
       const exit = yield* Effect.exit(effect)
       if (Exit.isSuccess(exit)) return { value: exit.value, after: performance.now() - started }
-      if (performance.now() - started > ms) return yield* Effect.die(new Error(`no recovery within ${ms} ms: ${exit.cause}`))
+      if (performance.now() - started > ms) {
+        return yield* Effect.die(new Error(`no recovery within ${ms} ms: ${exit.cause}`))
+      }
       yield* Effect.sleep("20 millis")
     }
   })
@@ -81,178 +83,231 @@ const resettingRelay = (port: number) =>
   )
 
 describe("Faults", () => {
-  it.live("SIGKILL, then a restart on the same port: the structures work again with no manual action", () =>
-    Effect.gen(function*() {
-      const server = yield* RedisServer.make()
-      const B = TokenBucket.make<string>(freshNamespace(), 5, Rate.make(1, "1 hour"))
-      yield* Effect.gen(function*() {
-        expect(yield* B.acquire("a", 1)).toEqual(Allowed({ remaining: 4 }))
-        process.kill(server.pid, "SIGKILL")
-        const started = performance.now()
-        const error = failureOf(yield* Effect.exit(B.acquire("a", 1))) as Redis.RedisError
-        const surfaced = performance.now() - started
-        expect(error).toBeInstanceOf(Redis.RedisError)
-        expect(error).toMatchObject({ _tag: "RedisError", reason: "Connection", operation: "script TokenBucket.acquire" })
-        expect(surfaced).toBeLessThan(500 + 200)
-        // The same port again: a new, empty server (no persistence), which the client finds by itself.
-        yield* RedisServer.make({ port: server.port })
-        const { after, value } = yield* recovered(B.acquire("a", 1), 5000)
-        expect(value).toEqual(Allowed({ remaining: 4 }))
-        console.info(`SIGKILL: ${error.reason} after ${surfaced.toFixed(0)} ms; working again ${after.toFixed(0)} ms after the restart`)
-      }).pipe(Effect.provide(Redis.layer({ url: server.url, commandTimeout: "500 millis" })))
-    }).pipe(Effect.scoped), 20_000)
-
-  it.live("SIGSTOP past the command timeout: a typed Timeout in time; after SIGCONT the timed-out acquire turns out to have run", () =>
-    Effect.gen(function*() {
-      const server = yield* RedisServer.make()
-      const B = TokenBucket.make<string>(freshNamespace(), 5, Rate.make(1, "1 hour"))
-      yield* Effect.gen(function*() {
-        expect(yield* B.acquire("a", 1)).toEqual(Allowed({ remaining: 4 }))
-        process.kill(server.pid, "SIGSTOP")
-        const started = performance.now()
-        const exit = yield* Effect.exit(B.acquire("a", 1))
-        const surfaced = performance.now() - started
-        // Stopped a while longer than the timeout, then resumed.
-        yield* Effect.sleep("200 millis")
-        process.kill(server.pid, "SIGCONT")
-        expect(failureOf(exit)).toMatchObject({ _tag: "RedisError", reason: "Timeout", operation: "script TokenBucket.acquire" })
-        expect(surfaced).toBeGreaterThanOrEqual(390)
-        expect(surfaced).toBeLessThan(400 + 200)
-        // What the caller cannot conclude from a Timeout: that nothing was taken. The script sat in the
-        // socket buffer and ran when the server woke: two tokens are gone, not one.
-        expect(yield* B.peek("a")).toBe(3)
-        expect(yield* B.acquire("a", 1)).toEqual(Allowed({ remaining: 2 }))
-      }).pipe(Effect.provide(Redis.layer({ url: server.url, commandTimeout: "400 millis" })))
-    }).pipe(Effect.scoped), 20_000)
-
-  it.live("a connection reset while the reply is in flight: a typed Timeout, never re-sent, so charged exactly once", () =>
-    Effect.gen(function*() {
-      const server = yield* RedisServer.make()
-      const relay = yield* resettingRelay(server.port)
-      const B = TokenBucket.make<string>(freshNamespace(), 5, Rate.make(1, "1 hour"))
-      yield* Effect.gen(function*() {
-        expect(yield* B.acquire("a", 1)).toEqual(Allowed({ remaining: 4 }))
-        relay.arm()
-        const started = performance.now()
-        const error = failureOf(yield* Effect.exit(B.acquire("a", 1)))
-        const surfaced = performance.now() - started
-        expect(relay.resets()).toBe(1)
-        // The reply was lost; the command is never sent again (autoResendUnfulfilledCommands: false).
-        expect(error).toMatchObject({ _tag: "RedisError", reason: "Timeout" })
-        expect(surfaced).toBeLessThan(400 + 200)
-        const { value } = yield* recovered(B.acquire("a", 1), 5000)
-        // It ran once on the server (4 → 3), and the next acquire takes the third token: 2 left, not 1.
-        expect(value).toEqual(Allowed({ remaining: 2 }))
-      }).pipe(Effect.provide(Redis.layer({ url: `redis://127.0.0.1:${relay.port}`, commandTimeout: "400 millis" })))
-      // Straight to the server: the bucket holds exactly what the three acquires that ran took.
-      const direct = new IORedis(server.url)
-      yield* Effect.addFinalizer(() => Effect.sync(() => direct.disconnect()))
-      expect(yield* B.peek("a").pipe(Effect.provide(Redis.layerClient(direct)))).toBe(2)
-    }).pipe(Effect.scoped), 20_000)
-
-  it.live("a stall under a blocked at-least-once receiver: shorter than the TTL it recovers; longer, it fails typed and a new receiver loses nothing", () =>
-    Effect.gen(function*() {
-      const server = yield* RedisServer.make()
-      const Msg = Schema.Number
-      const P = Pipe.make<string, number>(freshNamespace(), Msg, "1500 millis")
-      const layer = Layer.fresh(Redis.layer({ url: server.url, commandTimeout: "300 millis" }))
-      const received: Array<number> = []
-      yield* Effect.gen(function*() {
-        const receiving = yield* Effect.fork(
-          P.receive("p", { delivery: "at-least-once" }).pipe(
-            Stream.runForEach((n) => Effect.sync(() => received.push(n)))
-          )
-        )
-        yield* P.send("p", 0)
-        while (received.length < 1) yield* Effect.sleep("10 millis")
-        // A stall of 600 ms, longer than the command timeout, shorter than the TTL: renewals may time
-        // out, but one is confirmed within the TTL, so the stream goes on.
-        process.kill(server.pid, "SIGSTOP")
-        yield* Effect.sleep("600 millis")
-        process.kill(server.pid, "SIGCONT")
-        for (let i = 1; i <= 50; i++) yield* P.send("p", i)
-        while (received.length < 51) yield* Effect.sleep("10 millis")
-        expect(received).toEqual(Array.from({ length: 51 }, (_, i) => i))
-        // A stall of 2.5 s, longer than the TTL: the receiver cannot confirm its lease and fails, typed.
-        process.kill(server.pid, "SIGSTOP")
-        const stalled = performance.now()
-        const exit = yield* Fiber.await(receiving)
-        const failedAfter = performance.now() - stalled
-        yield* Effect.sleep(Math.max(0, 2500 - failedAfter))
-        process.kill(server.pid, "SIGCONT")
-        const error = failureOf(exit)
-        expect(error).toMatchObject({ _tag: "PipeBusy", reason: "Lost" })
-        // Unconfirmed for a TTL after the last renewal, then the release's two calls, each bounded by
-        // the command timeout, before the stream's end is seen.
-        expect(failedAfter).toBeLessThan(1500 + 2 * 300 + 300)
-        // Nothing is lost: messages sent after the stall all reach the next receiver, in order.
-        for (let i = 51; i <= 100; i++) yield* P.send("p", i)
-        yield* P.close("p")
-        const rest = yield* P.receive("p", { delivery: "at-least-once" }).pipe(Stream.runCollect)
-        const all = [...received, ...Chunk.toArray(rest)]
-        expect([...new Set(all)].sort((a, b) => a - b)).toEqual(Array.from({ length: 101 }, (_, i) => i))
-        console.info(
-          `pipe stall: ${error._tag}${"reason" in error ? ` (${String(error.reason)})` : ""} after ${failedAfter.toFixed(0)} ms; ` +
-            `${Chunk.size(rest)} received by the next receiver, ${all.length - 101} repeated`
-        )
-      }).pipe(Effect.provide(layer))
-    }).pipe(Effect.scoped), 30_000)
-
-  it.live("maxmemory with noeviction reached: the limiter fails with OutOfMemory, and reset (DEL) still works", () =>
-    Effect.gen(function*() {
-      const server = yield* RedisServer.make()
-      const raw = new IORedis(server.url)
-      yield* Effect.addFinalizer(() => Effect.sync(() => raw.disconnect()))
-      const B = TokenBucket.make<string>(freshNamespace(), 5, Rate.make(1, "1 hour"))
-      yield* Effect.gen(function*() {
-        expect(yield* B.acquire("a", 2)).toEqual(Allowed({ remaining: 3 }))
-        // Fill memory first, then lower maxmemory: the deterministic order.
-        yield* Effect.promise(() => raw.set("filler", "x".repeat(1 << 20)))
-        yield* Effect.promise(() => raw.config("SET", "maxmemory-policy", "noeviction"))
-        yield* Effect.promise(() => raw.config("SET", "maxmemory", "1"))
-        expect(failureOf(yield* Effect.exit(B.acquire("b", 1)))).toMatchObject({ _tag: "RedisError", reason: "OutOfMemory" })
-        expect(yield* B.reset("a")).toBe(true)
-        expect(yield* B.peek("a")).toBe(5)
-      }).pipe(Effect.provide(Redis.layer({ url: server.url })))
-    }).pipe(Effect.scoped), 20_000)
-
-  for (const [policy, expected] of [
-    ["fail-closed", { 503: 8 }],
-    ["fail-open", { 200: 8 }],
-    // The fallback limits in the proxy's own memory meanwhile: a fresh bucket of 5.
-    ["fallback", { 200: 5, 429: 3 }]
-  ] as const) {
-    it.live(`the HTTP proxy with Redis killed mid-run, --on-store-failure ${policy}: the statuses the docs state`, () =>
+  it.live(
+    "SIGKILL, then a restart on the same port: the structures work again with no manual action",
+    () =>
       Effect.gen(function*() {
         const server = yield* RedisServer.make()
-        const origin = yield* Effect.acquireRelease(
-          Effect.promise(() => upstream((_, res) => res.end("ok"))),
-          (u) => Effect.promise(() => u.close())
-        )
-        const proxy = yield* Effect.acquireRelease(
-          Effect.promise(() =>
-            startProxy([
-              "--upstream", origin.url, "--redis", server.url, "--on-store-failure", policy,
-              "--capacity", "5", "--refill", "1/1h", "--store-timeout", "300ms"
-            ])
-          ),
-          (p) => Effect.promise(() => (p.child.kill("SIGTERM"), p.exited))
-        )
-        const tally = async () => {
-          const counts: Record<number, number> = {}
-          for (let i = 0; i < 8; i++) {
-            const { status } = await request(proxy.port)
-            counts[status] = (counts[status] ?? 0) + 1
+        const B = TokenBucket.make<string>(freshNamespace(), 5, Rate.make(1, "1 hour"))
+        yield* Effect.gen(function*() {
+          expect(yield* B.acquire("a", 1)).toEqual(Allowed({ remaining: 4 }))
+          process.kill(server.pid, "SIGKILL")
+          const started = performance.now()
+          const error = failureOf(yield* Effect.exit(B.acquire("a", 1))) as Redis.RedisError
+          const surfaced = performance.now() - started
+          expect(error).toBeInstanceOf(Redis.RedisError)
+          expect(error).toMatchObject({
+            _tag: "RedisError",
+            reason: "Connection",
+            operation: "script TokenBucket.acquire"
+          })
+          expect(surfaced).toBeLessThan(500 + 200)
+          // The same port again: a new, empty server (no persistence), which the client finds by itself.
+          yield* RedisServer.make({ port: server.port })
+          const { after, value } = yield* recovered(B.acquire("a", 1), 5000)
+          expect(value).toEqual(Allowed({ remaining: 4 }))
+          console.info(
+            `SIGKILL: ${error.reason} after ${surfaced.toFixed(0)} ms; working again ${
+              after.toFixed(0)
+            } ms after the restart`
+          )
+        }).pipe(Effect.provide(Redis.layer({ url: server.url, commandTimeout: "500 millis" })))
+      }).pipe(Effect.scoped),
+    20_000
+  )
+
+  it.live(
+    "SIGSTOP past the command timeout: a typed Timeout in time; after SIGCONT the timed-out acquire turns out to have run",
+    () =>
+      Effect.gen(function*() {
+        const server = yield* RedisServer.make()
+        const B = TokenBucket.make<string>(freshNamespace(), 5, Rate.make(1, "1 hour"))
+        yield* Effect.gen(function*() {
+          expect(yield* B.acquire("a", 1)).toEqual(Allowed({ remaining: 4 }))
+          process.kill(server.pid, "SIGSTOP")
+          const started = performance.now()
+          const exit = yield* Effect.exit(B.acquire("a", 1))
+          const surfaced = performance.now() - started
+          // Stopped a while longer than the timeout, then resumed.
+          yield* Effect.sleep("200 millis")
+          process.kill(server.pid, "SIGCONT")
+          expect(failureOf(exit)).toMatchObject({
+            _tag: "RedisError",
+            reason: "Timeout",
+            operation: "script TokenBucket.acquire"
+          })
+          expect(surfaced).toBeGreaterThanOrEqual(390)
+          expect(surfaced).toBeLessThan(400 + 200)
+          // What the caller cannot conclude from a Timeout: that nothing was taken. The script sat in the
+          // socket buffer and ran when the server woke: two tokens are gone, not one.
+          expect(yield* B.peek("a")).toBe(3)
+          expect(yield* B.acquire("a", 1)).toEqual(Allowed({ remaining: 2 }))
+        }).pipe(Effect.provide(Redis.layer({ url: server.url, commandTimeout: "400 millis" })))
+      }).pipe(Effect.scoped),
+    20_000
+  )
+
+  it.live(
+    "a connection reset while the reply is in flight: a typed Timeout, never re-sent, so charged exactly once",
+    () =>
+      Effect.gen(function*() {
+        const server = yield* RedisServer.make()
+        const relay = yield* resettingRelay(server.port)
+        const B = TokenBucket.make<string>(freshNamespace(), 5, Rate.make(1, "1 hour"))
+        yield* Effect.gen(function*() {
+          expect(yield* B.acquire("a", 1)).toEqual(Allowed({ remaining: 4 }))
+          relay.arm()
+          const started = performance.now()
+          const error = failureOf(yield* Effect.exit(B.acquire("a", 1)))
+          const surfaced = performance.now() - started
+          expect(relay.resets()).toBe(1)
+          // The reply was lost; the command is never sent again (autoResendUnfulfilledCommands: false).
+          expect(error).toMatchObject({ _tag: "RedisError", reason: "Timeout" })
+          expect(surfaced).toBeLessThan(400 + 200)
+          const { value } = yield* recovered(B.acquire("a", 1), 5000)
+          // It ran once on the server (4 → 3), and the next acquire takes the third token: 2 left, not 1.
+          expect(value).toEqual(Allowed({ remaining: 2 }))
+        }).pipe(Effect.provide(Redis.layer({ url: `redis://127.0.0.1:${relay.port}`, commandTimeout: "400 millis" })))
+        // Straight to the server: the bucket holds exactly what the three acquires that ran took.
+        const direct = new IORedis(server.url)
+        yield* Effect.addFinalizer(() => Effect.sync(() => direct.disconnect()))
+        expect(yield* B.peek("a").pipe(Effect.provide(Redis.layerClient(direct)))).toBe(2)
+      }).pipe(Effect.scoped),
+    20_000
+  )
+
+  it.live(
+    "a stall under a blocked at-least-once receiver: shorter than the TTL it recovers; longer, it fails typed and a new receiver loses nothing",
+    () =>
+      Effect.gen(function*() {
+        const server = yield* RedisServer.make()
+        const Msg = Schema.Number
+        const P = Pipe.make<string, number>(freshNamespace(), Msg, "1500 millis")
+        const layer = Layer.fresh(Redis.layer({ url: server.url, commandTimeout: "300 millis" }))
+        const received: Array<number> = []
+        yield* Effect.gen(function*() {
+          const receiving = yield* Effect.fork(
+            P.receive("p", { delivery: "at-least-once" }).pipe(
+              Stream.runForEach((n) => Effect.sync(() => received.push(n)))
+            )
+          )
+          yield* P.send("p", 0)
+          while (received.length < 1) yield* Effect.sleep("10 millis")
+          // A stall of 600 ms, longer than the command timeout, shorter than the TTL: renewals may time
+          // out, but one is confirmed within the TTL, so the stream goes on.
+          process.kill(server.pid, "SIGSTOP")
+          yield* Effect.sleep("600 millis")
+          process.kill(server.pid, "SIGCONT")
+          for (let i = 1; i <= 50; i++) yield* P.send("p", i)
+          while (received.length < 51) yield* Effect.sleep("10 millis")
+          expect(received).toEqual(Array.from({ length: 51 }, (_, i) => i))
+          // A stall of 2.5 s, longer than the TTL: the receiver cannot confirm its lease and fails, typed.
+          process.kill(server.pid, "SIGSTOP")
+          const stalled = performance.now()
+          const exit = yield* Fiber.await(receiving)
+          const failedAfter = performance.now() - stalled
+          yield* Effect.sleep(Math.max(0, 2500 - failedAfter))
+          process.kill(server.pid, "SIGCONT")
+          const error = failureOf(exit)
+          expect(error).toMatchObject({ _tag: "PipeBusy", reason: "Lost" })
+          // Unconfirmed for a TTL after the last renewal, then the release's two calls, each bounded by
+          // the command timeout, before the stream's end is seen.
+          expect(failedAfter).toBeLessThan(1500 + 2 * 300 + 300)
+          // Nothing is lost: messages sent after the stall all reach the next receiver, in order.
+          for (let i = 51; i <= 100; i++) yield* P.send("p", i)
+          yield* P.close("p")
+          const rest = yield* P.receive("p", { delivery: "at-least-once" }).pipe(Stream.runCollect)
+          const all = [...received, ...Chunk.toArray(rest)]
+          expect([...new Set(all)].sort((a, b) => a - b)).toEqual(Array.from({ length: 101 }, (_, i) => i))
+          console.info(
+            `pipe stall: ${error._tag}${"reason" in error ? ` (${String(error.reason)})` : ""} after ${
+              failedAfter.toFixed(0)
+            } ms; ` +
+              `${Chunk.size(rest)} received by the next receiver, ${all.length - 101} repeated`
+          )
+        }).pipe(Effect.provide(layer))
+      }).pipe(Effect.scoped),
+    30_000
+  )
+
+  it.live(
+    "maxmemory with noeviction reached: the limiter fails with OutOfMemory, and reset (DEL) still works",
+    () =>
+      Effect.gen(function*() {
+        const server = yield* RedisServer.make()
+        const raw = new IORedis(server.url)
+        yield* Effect.addFinalizer(() => Effect.sync(() => raw.disconnect()))
+        const B = TokenBucket.make<string>(freshNamespace(), 5, Rate.make(1, "1 hour"))
+        yield* Effect.gen(function*() {
+          expect(yield* B.acquire("a", 2)).toEqual(Allowed({ remaining: 3 }))
+          // Fill memory first, then lower maxmemory: the deterministic order.
+          yield* Effect.promise(() => raw.set("filler", "x".repeat(1 << 20)))
+          yield* Effect.promise(() => raw.config("SET", "maxmemory-policy", "noeviction"))
+          yield* Effect.promise(() => raw.config("SET", "maxmemory", "1"))
+          expect(failureOf(yield* Effect.exit(B.acquire("b", 1)))).toMatchObject({
+            _tag: "RedisError",
+            reason: "OutOfMemory"
+          })
+          expect(yield* B.reset("a")).toBe(true)
+          expect(yield* B.peek("a")).toBe(5)
+        }).pipe(Effect.provide(Redis.layer({ url: server.url })))
+      }).pipe(Effect.scoped),
+    20_000
+  )
+
+  for (
+    const [policy, expected] of [
+      ["fail-closed", { 503: 8 }],
+      ["fail-open", { 200: 8 }],
+      // The fallback limits in the proxy's own memory meanwhile: a fresh bucket of 5.
+      ["fallback", { 200: 5, 429: 3 }]
+    ] as const
+  ) {
+    it.live(
+      `the HTTP proxy with Redis killed mid-run, --on-store-failure ${policy}: the statuses the docs state`,
+      () =>
+        Effect.gen(function*() {
+          const server = yield* RedisServer.make()
+          const origin = yield* Effect.acquireRelease(
+            Effect.promise(() => upstream((_, res) => res.end("ok"))),
+            (u) => Effect.promise(() => u.close())
+          )
+          const proxy = yield* Effect.acquireRelease(
+            Effect.promise(() =>
+              startProxy([
+                "--upstream",
+                origin.url,
+                "--redis",
+                server.url,
+                "--on-store-failure",
+                policy,
+                "--capacity",
+                "5",
+                "--refill",
+                "1/1h",
+                "--store-timeout",
+                "300ms"
+              ])
+            ),
+            (p) => Effect.promise(() => (p.child.kill("SIGTERM"), p.exited))
+          )
+          const tally = async () => {
+            const counts: Record<number, number> = {}
+            for (let i = 0; i < 8; i++) {
+              const { status } = await request(proxy.port)
+              counts[status] = (counts[status] ?? 0) + 1
+            }
+            return counts
           }
-          return counts
-        }
-        // On Redis: 5 allowed, then denied.
-        expect(yield* Effect.promise(tally)).toEqual({ 200: 5, 429: 3 })
-        process.kill(server.pid, "SIGKILL")
-        const during = yield* Effect.promise(tally)
-        console.info(`proxy with Redis killed, ${policy}: ${JSON.stringify(during)}`)
-        expect(during).toEqual(expected)
-      }).pipe(Effect.scoped), 30_000)
+          // On Redis: 5 allowed, then denied.
+          expect(yield* Effect.promise(tally)).toEqual({ 200: 5, 429: 3 })
+          process.kill(server.pid, "SIGKILL")
+          const during = yield* Effect.promise(tally)
+          console.info(`proxy with Redis killed, ${policy}: ${JSON.stringify(during)}`)
+          expect(during).toEqual(expected)
+        }).pipe(Effect.scoped),
+      30_000
+    )
   }
 
   // Last in the file (tests in a file run in order): every fault above has ended, and nothing of them

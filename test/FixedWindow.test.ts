@@ -44,7 +44,9 @@ describe("FixedWindow.make", () => {
   plain("throws on a bad namespace, limit or window, naming the limiter", () => {
     expect(() => FixedWindow.make("bad ns", 1, "1 second")).toThrow(TypeError)
     for (const limit of [-1, 1.5, Number.NaN, Number.POSITIVE_INFINITY, 2 ** 53]) {
-      expect(() => FixedWindow.make("w", limit, "1 second")).toThrow(/FixedWindow\(w\) limit must be a non-negative safe integer/)
+      expect(() => FixedWindow.make("w", limit, "1 second")).toThrow(
+        /FixedWindow\(w\) limit must be a non-negative safe integer/
+      )
     }
     const windows: ReadonlyArray<Duration.DurationInput> = [
       0,
@@ -55,7 +57,9 @@ describe("FixedWindow.make", () => {
       -5
     ]
     for (const window of windows) {
-      expect(() => FixedWindow.make("w", 1, window)).toThrow(/FixedWindow\(w\) window must be a whole number of microseconds/)
+      expect(() => FixedWindow.make("w", 1, window)).toThrow(
+        /FixedWindow\(w\) window must be a whole number of microseconds/
+      )
     }
     expect(FixedWindow.make("w", 1, Duration.micros(1n)).window).toEqual(Duration.micros(1n))
     expect(String(FixedWindow.make("w", 10, "1 second"))).toBe("FixedWindow(w): 10 per 1s")
@@ -67,13 +71,21 @@ forEachBackend("FixedWindow", (it) => {
     Effect.gen(function*() {
       const ns = freshNamespace()
       const PER_IP = FixedWindow.make<string>(ns, 10, "1 second")
-      const { after, before, end, result, start } = yield* inOneWindow(1e6, Effect.gen(function*() {
-        yield* PER_IP.reset("203.0.113.7")
-        const remaining: Array<number> = []
-        for (let i = 0; i < 10; i++) remaining.push(allowed(yield* PER_IP.acquire("203.0.113.7", 1)))
-        const retry = denied(yield* PER_IP.acquire("203.0.113.7", 1))
-        return { remaining, retry, ttl: yield* pttl(keyOf(ns, "203.0.113.7")), state: yield* get(keyOf(ns, "203.0.113.7")) }
-      }))
+      const { after, before, end, result, start } = yield* inOneWindow(
+        1e6,
+        Effect.gen(function*() {
+          yield* PER_IP.reset("203.0.113.7")
+          const remaining: Array<number> = []
+          for (let i = 0; i < 10; i++) remaining.push(allowed(yield* PER_IP.acquire("203.0.113.7", 1)))
+          const retry = denied(yield* PER_IP.acquire("203.0.113.7", 1))
+          return {
+            remaining,
+            retry,
+            ttl: yield* pttl(keyOf(ns, "203.0.113.7")),
+            state: yield* get(keyOf(ns, "203.0.113.7"))
+          }
+        })
+      )
       expect(result.remaining).toEqual([9, 8, 7, 6, 5, 4, 3, 2, 1, 0])
       // Until the window (aligned to whole seconds of server time) ends, rounded up to the ms.
       expect(result.retry).toBeGreaterThanOrEqual(Math.ceil((end - after) / 1000))
@@ -88,14 +100,17 @@ forEachBackend("FixedWindow", (it) => {
   it.scoped("a denial counts nothing; the next window starts from zero", () =>
     Effect.gen(function*() {
       const W = FixedWindow.make<string>(freshNamespace(), 3, "300 millis")
-      const { result } = yield* inOneWindow(300_000, Effect.gen(function*() {
-        yield* W.reset("a")
-        const first = allowed(yield* W.acquire("a", 2))
-        const tooMany = denied(yield* W.acquire("a", 2))
-        const fits = allowed(yield* W.acquire("a", 1))
-        const none = denied(yield* W.acquire("a", 1))
-        return { first, tooMany, fits, none, left: yield* W.peek("a") }
-      }))
+      const { result } = yield* inOneWindow(
+        300_000,
+        Effect.gen(function*() {
+          yield* W.reset("a")
+          const first = allowed(yield* W.acquire("a", 2))
+          const tooMany = denied(yield* W.acquire("a", 2))
+          const fits = allowed(yield* W.acquire("a", 1))
+          const none = denied(yield* W.acquire("a", 1))
+          return { first, tooMany, fits, none, left: yield* W.peek("a") }
+        })
+      )
       expect(result.first).toBe(1)
       expect(result.tooMany).toBeGreaterThan(0)
       expect(result.tooMany).toBeLessThanOrEqual(300)
@@ -110,11 +125,14 @@ forEachBackend("FixedWindow", (it) => {
     Effect.gen(function*() {
       const ns = freshNamespace()
       const W = FixedWindow.make<string>(ns, 5, "250 millis")
-      const { result, start } = yield* inOneWindow(250_000, Effect.gen(function*() {
-        yield* W.reset("a")
-        allowed(yield* W.acquire("a", 2))
-        return yield* get(keyOf(ns, "a"))
-      }))
+      const { result, start } = yield* inOneWindow(
+        250_000,
+        Effect.gen(function*() {
+          yield* W.reset("a")
+          allowed(yield* W.acquire("a", 2))
+          return yield* get(keyOf(ns, "a"))
+        })
+      )
       expect(start % 250_000).toBe(0)
       expect(result).toBe(`${start} 2`)
     }))
@@ -178,7 +196,10 @@ forEachBackend("FixedWindow", (it) => {
         expect(yield* Effect.flip(N.reset(name))).toMatchObject({ _tag: "InvalidInput", argument: "name" })
         expect(yield* Effect.flip(N.peek(name))).toMatchObject({ _tag: "InvalidInput", argument: "name" })
       }
-      expect(yield* Effect.flip(S.acquire("bad \uD800 name", 1))).toMatchObject({ _tag: "InvalidInput", argument: "name" })
+      expect(yield* Effect.flip(S.acquire("bad \uD800 name", 1))).toMatchObject({
+        _tag: "InvalidInput",
+        argument: "name"
+      })
       expect(yield* keysMatching(`@@wakuwaku:FixedWindow:${ns}:*`)).toEqual([])
     }))
 })

@@ -3,8 +3,8 @@
  * (GET, a pause, SET) 50 times. Under the lock the count is exact; without it, updates are lost, which
  * proves the test can fail.
  */
-import { fileURLToPath } from "node:url"
 import { Redis as IORedis } from "ioredis"
+import { fileURLToPath } from "node:url"
 import { afterAll, describe, expect, it } from "vitest"
 import { runProcesses } from "./support/processes.js"
 import { freshNamespace, redisUrl } from "./support/redis.js"
@@ -23,17 +23,21 @@ const run = async (mode: "lock" | "none") => {
 }
 
 describe(`Lock across ${PROCESSES} OS processes`, () => {
-  it(`under the lock, ${PROCESSES} × ${ITERATIONS} read-modify-writes count exactly ${PROCESSES * ITERATIONS}`, async () => {
-    const { count, fences, ns } = await run("lock")
-    expect(count).toBe(PROCESSES * ITERATIONS)
-    // Every grant had its own fence.
-    expect(fences).toHaveLength(PROCESSES * ITERATIONS)
-    expect(new Set(fences).size).toBe(PROCESSES * ITERATIONS)
-    // Released every time: nothing is left but the fence key, which expires with the lease.
-    expect(await raw.exists(`@@wakuwaku:Lock:{${ns}:counter}:owner`)).toBe(0)
-    expect(await raw.pttl(`@@wakuwaku:Lock:{${ns}:counter}:fence`)).toBeGreaterThan(0)
-    console.info(`with the lock: ${count} of ${PROCESSES * ITERATIONS}`)
-  }, 60_000)
+  it(
+    `under the lock, ${PROCESSES} × ${ITERATIONS} read-modify-writes count exactly ${PROCESSES * ITERATIONS}`,
+    async () => {
+      const { count, fences, ns } = await run("lock")
+      expect(count).toBe(PROCESSES * ITERATIONS)
+      // Every grant had its own fence.
+      expect(fences).toHaveLength(PROCESSES * ITERATIONS)
+      expect(new Set(fences).size).toBe(PROCESSES * ITERATIONS)
+      // Released every time: nothing is left but the fence key, which expires with the lease.
+      expect(await raw.exists(`@@wakuwaku:Lock:{${ns}:counter}:owner`)).toBe(0)
+      expect(await raw.pttl(`@@wakuwaku:Lock:{${ns}:counter}:fence`)).toBeGreaterThan(0)
+      console.info(`with the lock: ${count} of ${PROCESSES * ITERATIONS}`)
+    },
+    60_000
+  )
 
   it("without the lock, the same work loses updates", async () => {
     const { count } = await run("none")

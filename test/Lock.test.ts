@@ -1,6 +1,6 @@
-import { inspect } from "node:util"
 import { layer } from "@effect/vitest"
 import { Deferred, Duration, Effect, Exit, Fiber, Option } from "effect"
+import { inspect } from "node:util"
 import { expect } from "vitest"
 import { Lock, Redis } from "wakuwaku"
 import * as RedisServer from "wakuwaku/RedisServer"
@@ -48,7 +48,12 @@ forEachBackend("Lock", (it) => {
         expect(shown).not.toContain(secret)
       }
       expect(String(token)).toBe(`LockToken(${ns}:a, fence ${token.fence})`)
-      expect(JSON.parse(JSON.stringify(token))).toEqual({ _id: "LockToken", namespace: ns, name: "a", fence: String(token.fence) })
+      expect(JSON.parse(JSON.stringify(token))).toEqual({
+        _id: "LockToken",
+        namespace: ns,
+        name: "a",
+        fence: String(token.fence)
+      })
     }))
 
   it.scoped("extend restarts the lease; after the lease runs out another holder gets the lock", () =>
@@ -132,7 +137,9 @@ forEachBackend("Lock", (it) => {
       expect(yield* exists(ownerKey(ns, "a"))).toBe(0)
 
       const started = yield* Deferred.make<void>()
-      const fiber = yield* Effect.fork(Lock.withLock(L, "b")(Effect.zipRight(Deferred.succeed(started, undefined), Effect.never)))
+      const fiber = yield* Effect.fork(
+        Lock.withLock(L, "b")(Effect.zipRight(Deferred.succeed(started, undefined), Effect.never))
+      )
       yield* Deferred.await(started)
       expect(yield* exists(ownerKey(ns, "b"))).toBe(1)
       const exit = yield* Fiber.interrupt(fiber)
@@ -201,11 +208,15 @@ forEachBackend("Lock", (it) => {
       expect(once).toBeInstanceOf(Lock.LockUnavailable)
       expect(once).toMatchObject({ _tag: "LockUnavailable", lock: `Lock(${ns})`, name: "a" })
       const before = performance.now()
-      const waited = yield* Effect.flip(Lock.withLock(L, "a", { acquire: Lock.wait({ deadline: "150 millis" }) })(Effect.void))
+      const waited = yield* Effect.flip(
+        Lock.withLock(L, "a", { acquire: Lock.wait({ deadline: "150 millis" }) })(Effect.void)
+      )
       expect(waited._tag).toBe("LockUnavailable")
       expect(performance.now() - before).toBeGreaterThanOrEqual(140)
       // Released while a waiter waits: the waiter gets in.
-      const waiter = yield* Effect.fork(Lock.withLock(L, "a", { acquire: Lock.wait({ deadline: "5 seconds" }) })(Effect.succeed("in")))
+      const waiter = yield* Effect.fork(
+        Lock.withLock(L, "a", { acquire: Lock.wait({ deadline: "5 seconds" }) })(Effect.succeed("in"))
+      )
       yield* Effect.sleep("50 millis")
       expect(yield* holder.release).toBe(true)
       expect(yield* Fiber.join(waiter)).toBe("in")

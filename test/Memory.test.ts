@@ -31,13 +31,17 @@ describe("Memory backend", () => {
       const key = "@@wakuwaku:TokenBucket:login:203.0.113.7"
       for (let i = 19; i >= 0; i--) expect(yield* LOGINS.acquire("203.0.113.7", 1)).toEqual(Allowed({ remaining: i }))
       // No time passed: the wait is exactly one period, and the bucket is full again in 60 s.
-      expect(yield* LOGINS.acquire("203.0.113.7", 1)).toEqual(Denied({ retryAfter: Option.some(Duration.millis(3000)) }))
+      expect(yield* LOGINS.acquire("203.0.113.7", 1)).toEqual(
+        Denied({ retryAfter: Option.some(Duration.millis(3000)) })
+      )
       expect(yield* pttl(key)).toBe(60_000)
       yield* TestClock.adjust("2999 millis")
       expect(yield* LOGINS.acquire("203.0.113.7", 1)).toEqual(Denied({ retryAfter: Option.some(Duration.millis(1)) }))
       yield* TestClock.adjust("1 millis")
       expect(yield* LOGINS.acquire("203.0.113.7", 1)).toEqual(Allowed({ remaining: 0 }))
-      expect(yield* LOGINS.acquire("203.0.113.7", 1)).toEqual(Denied({ retryAfter: Option.some(Duration.millis(3000)) }))
+      expect(yield* LOGINS.acquire("203.0.113.7", 1)).toEqual(
+        Denied({ retryAfter: Option.some(Duration.millis(3000)) })
+      )
       // Left alone for 60 s it is full; the key expires 1 ms later (alive while now <= its expiry).
       yield* TestClock.adjust("60 seconds")
       expect(yield* LOGINS.peek("203.0.113.7")).toBe(20)
@@ -218,7 +222,9 @@ describe("Memory backend", () => {
     const store = Redis.makeMemoryStore()
     const readOnly = Redis.layerMemoryReadOnly({ store })
     return Effect.gen(function*() {
-      expect(yield* B.acquire("a", 4).pipe(Effect.provide(Redis.layerMemory({ store })))).toEqual(Allowed({ remaining: 1 }))
+      expect(yield* B.acquire("a", 4).pipe(Effect.provide(Redis.layerMemory({ store })))).toEqual(
+        Allowed({ remaining: 1 })
+      )
       const written = yield* get("@@wakuwaku:TokenBucket:ro:a").pipe(Effect.provide(readOnly))
       expect(yield* B.peek("a").pipe(Effect.provide(readOnly))).toBe(1)
       yield* TestClock.adjust("2 seconds")
@@ -250,7 +256,8 @@ describe("Memory backend", () => {
   it.effect("maxKeys caps the store: expired keys go first, then the oldest", () =>
     Effect.gen(function*() {
       const store = Redis.makeMemoryStore({ maxKeys: 3 })
-      const run = <A, E>(effect: Effect.Effect<A, E, Redis.Redis>) => effect.pipe(Effect.provide(Redis.layerMemory({ store })))
+      const run = <A, E>(effect: Effect.Effect<A, E, Redis.Redis>) =>
+        effect.pipe(Effect.provide(Redis.layerMemory({ store })))
       yield* run(command("SET", "short", "1", "PX", 100))
       yield* run(command("SET", "a", "1", "PX", 60_000))
       yield* run(command("SET", "b", "1", "PX", 60_000))

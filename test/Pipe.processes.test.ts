@@ -4,14 +4,14 @@
  * the end. Nothing is lost, the order holds, and the only duplicates are messages that Redis held in
  * flight at a kill.
  */
+import { Effect, Fiber, Schema } from "effect"
+import { Redis as IORedis } from "ioredis"
 import { type ChildProcessWithoutNullStreams, spawn } from "node:child_process"
 import { createInterface } from "node:readline"
 import { fileURLToPath } from "node:url"
-import { Effect, Fiber, Schema } from "effect"
-import { Redis as IORedis } from "ioredis"
 import { afterAll, describe, expect, it } from "vitest"
 import { Pipe } from "wakuwaku"
-import { freshNamespace, redisUrl, RedisLive } from "./support/redis.js"
+import { freshNamespace, RedisLive, redisUrl } from "./support/redis.js"
 
 const receiverScript = fileURLToPath(new URL("./support/pipeReceiver.ts", import.meta.url))
 const raw = new IORedis(redisUrl)
@@ -59,66 +59,88 @@ const start = (args: ReadonlyArray<string | number>) => {
 const numbers = async (key: string) => (await raw.lrange(key, 0, -1)).map(Number)
 
 describe("Pipe across OS processes", () => {
-  it("at-least-once: receivers SIGKILLed mid-handler lose nothing; the duplicates are only the in-flight ones", async () => {
-    const ns = freshNamespace()
-    const name = "jobs"
-    const inflightKey = `@@wakuwaku:Pipe:{${ns}:${name}}:inflight`
-    const P = Pipe.make<string, { readonly n: number }>(ns, Schema.Struct({ n: Schema.Number }), TTL)
-    const run = <A, E>(effect: Effect.Effect<A, E, Pipe.Requirements>) => effect.pipe(Effect.provide(RedisLive), Effect.runPromise)
-    // Every message waits in Redis from the start, kept there by the sender's heartbeat (a receiver
-    // process takes longer than a TTL to start); the pipe is closed once the last one is being handled.
-    await run(Effect.gen(function*() {
-      for (let n = 0; n < MESSAGES; n++) yield* P.send(name, { n })
-    }))
-    const heartbeat = Effect.runFork(Pipe.heartbeat(P, name).pipe(Effect.provide(RedisLive)))
+  it(
+    "at-least-once: receivers SIGKILLed mid-handler lose nothing; the duplicates are only the in-flight ones",
+    async () => {
+      const ns = freshNamespace()
+      const name = "jobs"
+      const inflightKey = `@@wakuwaku:Pipe:{${ns}:${name}}:inflight`
+      const P = Pipe.make<string, { readonly n: number }>(ns, Schema.Struct({ n: Schema.Number }), TTL)
+      const run = <A, E>(effect: Effect.Effect<A, E, Pipe.Requirements>) =>
+        effect.pipe(Effect.provide(RedisLive), Effect.runPromise)
+      // Every message waits in Redis from the start, kept there by the sender's heartbeat (a receiver
+      // process takes longer than a TTL to start); the pipe is closed once the last one is being handled.
+      await run(Effect.gen(function*() {
+        for (let n = 0; n < MESSAGES; n++) yield* P.send(name, { n })
+      }))
+      const heartbeat = Effect.runFork(Pipe.heartbeat(P, name).pipe(Effect.provide(RedisLive)))
 
-    const inFlightAtKill: Array<Array<string>> = []
-    const killAfter = async (receiver: ReturnType<typeof start>, reached: Promise<void>, pause: number) => {
-      await reached
-      if (pause > 0) await new Promise((resolve) => setTimeout(resolve, pause))
-      await receiver.kill()
-      inFlightAtKill.push(await raw.lrange(inflightKey, 1, -1))
-    }
+      const inFlightAtKill: Array<Array<string>> = []
+      const killAfter = async (receiver: ReturnType<typeof start>, reached: Promise<void>, pause: number) => {
+        await reached
+        if (pause > 0) await new Promise((resolve) => setTimeout(resolve, pause))
+        await receiver.kill()
+        inFlightAtKill.push(await raw.lrange(inflightKey, 1, -1))
+      }
 
-    // 1. Killed where we choose: stalled in the handler of message 100.
-    const first = start([redisUrl, ns, name, TTL, `${ns}:1`, 100])
-    await killAfter(first, first.line((l) => l === "started 100"), 0)
-    expect(inFlightAtKill[0]).toEqual([`{"n":100}`])
+      // 1. Killed where we choose: stalled in the handler of message 100.
+      const first = start([redisUrl, ns, name, TTL, `${ns}:1`, 100])
+      await killAfter(first, first.line((l) => l === "started 100"), 0)
+      expect(inFlightAtKill[0]).toEqual([`{"n":100}`])
 
-    // 2. Killed wherever it is, a few milliseconds after it got going again (it first waits for the
-    //    dead receiver's lease to run out).
-    const second = start([redisUrl, ns, name, TTL, `${ns}:2`, -1])
-    await killAfter(second, second.line((l) => l === "started 150"), 7)
+      // 2. Killed wherever it is, a few milliseconds after it got going again (it first waits for the
+      //    dead receiver's lease to run out).
+      const second = start([redisUrl, ns, name, TTL, `${ns}:2`, -1])
+      await killAfter(second, second.line((l) => l === "started 150"), 7)
 
-    // 3. Runs to the end.
-    const third = start([redisUrl, ns, name, TTL, `${ns}:3`, -1])
-    await third.line((l) => l === `started ${MESSAGES - 1}`)
-    await run(P.close(name))
-    await third.line((l) => l === "done")
-    await third.finished()
-    await Effect.runPromise(Fiber.interrupt(heartbeat))
+      // 3. Runs to the end.
+      const third = start([redisUrl, ns, name, TTL, `${ns}:3`, -1])
+      await third.line((l) => l === `started ${MESSAGES - 1}`)
+      await run(P.close(name))
+      await third.line((l) => l === "done")
+      await third.finished()
+      await Effect.runPromise(Fiber.interrupt(heartbeat))
 
-    const started = [await numbers(`${ns}:1:started`), await numbers(`${ns}:2:started`), await numbers(`${ns}:3:started`)]
-    const finished = [await numbers(`${ns}:1:finished`), await numbers(`${ns}:2:finished`), await numbers(`${ns}:3:finished`)]
-    const all = Array.from({ length: MESSAGES }, (_, n) => n)
+      const started = [
+        await numbers(`${ns}:1:started`),
+        await numbers(`${ns}:2:started`),
+        await numbers(`${ns}:3:started`)
+      ]
+      const finished = [
+        await numbers(`${ns}:1:finished`),
+        await numbers(`${ns}:2:finished`),
+        await numbers(`${ns}:3:finished`)
+      ]
+      const all = Array.from({ length: MESSAGES }, (_, n) => n)
 
-    // Zero lost: every message's handler finished in some run.
-    expect([...new Set(finished.flat())].sort((a, b) => a - b)).toEqual(all)
-    // In order: each restart began with the message the killed run had in flight.
-    expect(started[0]).toEqual(all.slice(0, 101))
-    expect(started[1]![0]).toBe(100)
-    const runs = started.flat()
-    expect(runs.filter((n, i) => i === 0 || runs[i - 1] !== n)).toEqual(all)
-    // The duplicates are only messages Redis held in flight when a receiver was killed: at most one a kill.
-    const duplicates = runs.filter((n, i) => i > 0 && runs[i - 1] === n)
-    const inFlight = inFlightAtKill.flat().map((payload) => (JSON.parse(payload) as { n: number }).n)
-    expect(inFlightAtKill.every((items) => items.length <= 1)).toBe(true)
-    expect(duplicates).toContain(100)
-    expect(duplicates.every((n) => inFlight.includes(n))).toBe(true)
-    expect(runs).toHaveLength(MESSAGES + duplicates.length)
-    console.info(
-      `${MESSAGES} messages, 2 kills: in flight at the kills ${JSON.stringify(inFlight)}, duplicates ${JSON.stringify(duplicates)}`
-    )
-    await raw.del(`${ns}:1:started`, `${ns}:2:started`, `${ns}:3:started`, `${ns}:1:finished`, `${ns}:2:finished`, `${ns}:3:finished`)
-  }, 60_000)
+      // Zero lost: every message's handler finished in some run.
+      expect([...new Set(finished.flat())].sort((a, b) => a - b)).toEqual(all)
+      // In order: each restart began with the message the killed run had in flight.
+      expect(started[0]).toEqual(all.slice(0, 101))
+      expect(started[1]![0]).toBe(100)
+      const runs = started.flat()
+      expect(runs.filter((n, i) => i === 0 || runs[i - 1] !== n)).toEqual(all)
+      // The duplicates are only messages Redis held in flight when a receiver was killed: at most one a kill.
+      const duplicates = runs.filter((n, i) => i > 0 && runs[i - 1] === n)
+      const inFlight = inFlightAtKill.flat().map((payload) => (JSON.parse(payload) as { n: number }).n)
+      expect(inFlightAtKill.every((items) => items.length <= 1)).toBe(true)
+      expect(duplicates).toContain(100)
+      expect(duplicates.every((n) => inFlight.includes(n))).toBe(true)
+      expect(runs).toHaveLength(MESSAGES + duplicates.length)
+      console.info(
+        `${MESSAGES} messages, 2 kills: in flight at the kills ${JSON.stringify(inFlight)}, duplicates ${
+          JSON.stringify(duplicates)
+        }`
+      )
+      await raw.del(
+        `${ns}:1:started`,
+        `${ns}:2:started`,
+        `${ns}:3:started`,
+        `${ns}:1:finished`,
+        `${ns}:2:finished`,
+        `${ns}:3:finished`
+      )
+    },
+    60_000
+  )
 })

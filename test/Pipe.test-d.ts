@@ -4,7 +4,11 @@ import { Capability, Lock, Pipe, Redis } from "wakuwaku"
 
 class Frame extends Schema.Class<Frame>("Frame")({ text: Schema.String }) {}
 const TO_CLIENT = Pipe.make<string, Frame>("to-client", Frame, "60 seconds")
-const TO_SERVER = Pipe.make<number, { readonly n: number }>("to-server", Schema.Struct({ n: Schema.Number }), "60 seconds")
+const TO_SERVER = Pipe.make<number, { readonly n: number }>(
+  "to-server",
+  Schema.Struct({ n: Schema.Number }),
+  "60 seconds"
+)
 
 type PipeNeeds = Redis.Redis | Capability.Write<Capability.Entity<"Pipe">>
 
@@ -54,7 +58,9 @@ describe("Pipe types", () => {
     expectTypeOf(TO_CLIENT.send("s", new Frame({ text: "a" }))).toEqualTypeOf<
       Effect.Effect<void, Redis.RedisError | Redis.InvalidInput, PipeNeeds>
     >()
-    expectTypeOf(TO_CLIENT.close("s")).toEqualTypeOf<Effect.Effect<void, Redis.RedisError | Redis.InvalidInput, PipeNeeds>>()
+    expectTypeOf(TO_CLIENT.close("s")).toEqualTypeOf<
+      Effect.Effect<void, Redis.RedisError | Redis.InvalidInput, PipeNeeds>
+    >()
     expectTypeOf(TO_CLIENT.receive("s")).toEqualTypeOf<
       Stream.Stream<
         Frame,

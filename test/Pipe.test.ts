@@ -54,17 +54,21 @@ forEachBackend("Pipe", (it, backend) => {
     }))
 
   for (const delivery of deliveries) {
-    it.scoped(`${delivery}: 10 000 messages arrive in order, exactly once, sent while the receiver runs`, () =>
-      Effect.gen(function*() {
-        const ns = freshNamespace()
-        const P = Pipe.make<string, Msg>(ns, Msg, "10 seconds")
-        const receiver = yield* Effect.fork(collect(P.receive("p", { delivery })))
-        for (let i = 0; i < 10_000; i++) yield* P.send("p", { n: i })
-        yield* P.close("p")
-        expect((yield* Fiber.join(receiver)).map(ns_)).toEqual(range(0, 10_000))
-        // Nothing is left but the close marker (and the close sentinel's list, drained, is gone).
-        expect(Object.keys(yield* expectTtls(ns))).toEqual(["closed"])
-      }), 60_000)
+    it.scoped(
+      `${delivery}: 10 000 messages arrive in order, exactly once, sent while the receiver runs`,
+      () =>
+        Effect.gen(function*() {
+          const ns = freshNamespace()
+          const P = Pipe.make<string, Msg>(ns, Msg, "10 seconds")
+          const receiver = yield* Effect.fork(collect(P.receive("p", { delivery })))
+          for (let i = 0; i < 10_000; i++) yield* P.send("p", { n: i })
+          yield* P.close("p")
+          expect((yield* Fiber.join(receiver)).map(ns_)).toEqual(range(0, 10_000))
+          // Nothing is left but the close marker (and the close sentinel's list, drained, is gone).
+          expect(Object.keys(yield* expectTtls(ns))).toEqual(["closed"])
+        }),
+      60_000
+    )
   }
 
   it.scoped("a receiver started before the sender gets everything; so does one started after the sender closed", () =>
@@ -232,7 +236,11 @@ forEachBackend("Pipe", (it, backend) => {
         }
         // The interruptions really landed among deliveries.
         expect(during).toBeGreaterThan(CYCLES / 10)
-        console.info(`${backend.name}, ${delivery}: ${during} of ${CYCLES} received between interruptions, ${got.length - CYCLES} repeated`)
+        console.info(
+          `${backend.name}, ${delivery}: ${during} of ${CYCLES} received between interruptions, ${
+            got.length - CYCLES
+          } repeated`
+        )
         expect(Object.keys(yield* expectTtls(ns))).toEqual(["closed"])
       }), 60_000)
   }
@@ -250,7 +258,9 @@ forEachBackend("Pipe", (it, backend) => {
           P.receive("p", { delivery }).pipe(
             Stream.runForEach((m) =>
               Effect.sync(() => got.push(m.n)).pipe(
-                Effect.zipRight(m.n === 3 ? Effect.zipRight(Deferred.succeed(handling, undefined), Effect.never) : Effect.void)
+                Effect.zipRight(
+                  m.n === 3 ? Effect.zipRight(Deferred.succeed(handling, undefined), Effect.never) : Effect.void
+                )
               )
             )
           )
@@ -262,7 +272,9 @@ forEachBackend("Pipe", (it, backend) => {
         else expect(inflight).toEqual(["!most:0", ...range(0, 10).map((n) => `{"n":${n}}`), "!close"])
         yield* Fiber.interrupt(first)
         const rest = (yield* collect(P.receive("p", { delivery }))).map(ns_)
-        expect([...got, ...rest]).toEqual(delivery === "at-least-once" ? [0, 1, 2, 3, 3, 4, 5, 6, 7, 8, 9] : range(0, 10))
+        expect([...got, ...rest]).toEqual(
+          delivery === "at-least-once" ? [0, 1, 2, 3, 3, 4, 5, 6, 7, 8, 9] : range(0, 10)
+        )
       }
     }))
 
@@ -351,7 +363,9 @@ forEachBackend("Pipe", (it, backend) => {
       const ns = freshNamespace()
       const P = Pipe.make<string, Msg>(ns, Msg, "10 seconds")
       const started = yield* Deferred.make<void>()
-      const first = yield* Effect.fork(P.receive("p").pipe(Stream.runForEach(() => Deferred.succeed(started, undefined))))
+      const first = yield* Effect.fork(
+        P.receive("p").pipe(Stream.runForEach(() => Deferred.succeed(started, undefined)))
+      )
       yield* P.send("p", { n: 1 })
       yield* Deferred.await(started)
       for (const delivery of deliveries) {
@@ -376,7 +390,9 @@ forEachBackend("Pipe", (it, backend) => {
       // next renewal (a third of the TTL) finds the lease gone and cuts the connection off.
       yield* P.send("a", { n: 1 })
       const first = yield* Deferred.make<void>()
-      const blocked = yield* Effect.fork(collect(P.receive("a").pipe(Stream.tap(() => Deferred.succeed(first, undefined)))))
+      const blocked = yield* Effect.fork(
+        collect(P.receive("a").pipe(Stream.tap(() => Deferred.succeed(first, undefined))))
+      )
       yield* Deferred.await(first)
       yield* command("DEL", keyOf(ns, "a", "receiver"))
       const start = Date.now()
@@ -497,7 +513,9 @@ forEachBackend("Pipe", (it, backend) => {
         argument: "message",
         message: `the message would not arrive as sent: ${what}`
       })
-      expect(yield* refused(Numbers.send("p", NaN))).toEqual(wouldNotArrive("message is NaN, which JSON writes as null"))
+      expect(yield* refused(Numbers.send("p", NaN))).toEqual(
+        wouldNotArrive("message is NaN, which JSON writes as null")
+      )
       expect(yield* refused(Numbers.send("p", Infinity))).toEqual(
         wouldNotArrive("message is Infinity, which JSON writes as null")
       )
@@ -517,10 +535,15 @@ forEachBackend("Pipe", (it, backend) => {
       expect(yield* refused(Anything.send("p", new Date(0)))).toEqual(
         unknown("message is an instance of Date, which JSON does not keep")
       )
-      expect(yield* refused(Anything.send("p", [1, , 3]))).toEqual(unknown("message[1] is a hole, which JSON writes as null"))
+      // eslint-disable-next-line no-sparse-arrays -- the hole is the input under test
+      expect(yield* refused(Anything.send("p", [1, , 3]))).toEqual(
+        unknown("message[1] is a hole, which JSON writes as null")
+      )
       const loop: Record<string, unknown> = {}
       loop["self"] = loop
-      expect(yield* refused(Anything.send("p", loop))).toEqual(unknown("message.self contains itself, which JSON cannot write"))
+      expect(yield* refused(Anything.send("p", loop))).toEqual(
+        unknown("message.self contains itself, which JSON cannot write")
+      )
       expect(yield* ttls(ns)).toEqual({})
       expect(yield* ttls(`${ns}-u`)).toEqual({})
       // -0 travels, and arrives as 0.

@@ -37,11 +37,14 @@ const jsonEqual = (a: unknown, b: unknown): boolean => {
   const ka = Object.keys(a)
   const kb = Object.keys(b)
   return ka.length === kb.length &&
-    ka.every((k) => Object.hasOwn(b, k) && jsonEqual((a as Record<string, unknown>)[k], (b as Record<string, unknown>)[k]))
+    ka.every((k) =>
+      Object.hasOwn(b, k) && jsonEqual((a as Record<string, unknown>)[k], (b as Record<string, unknown>)[k])
+    )
 }
 
 interface Case<A> {
   readonly title: string
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- each case has its own encoded form
   readonly schema: Schema.Schema<A, any, never>
   readonly values: fc.Arbitrary<A>
   readonly equal: Equivalence.Equivalence<A>
@@ -73,7 +76,12 @@ const cases: ReadonlyArray<Case<unknown>> = [
     title: "a struct with an optional field and a date",
     schema: Order,
     values: fc.record(
-      { id: number, tags: fc.array(fc.string(), { maxLength: 3 }), note: fc.option(fc.string(), { nil: undefined }), at: date },
+      {
+        id: number,
+        tags: fc.array(fc.string(), { maxLength: 3 }),
+        note: fc.option(fc.string(), { nil: undefined }),
+        at: date
+      },
       { requiredKeys: ["id", "tags", "at"] }
     ) as fc.Arbitrary<Order>,
     equal: Schema.equivalence(Order)
@@ -130,7 +138,9 @@ for (const backend of ["Redis", "memory"] as const) {
             const { accepted, received } = await runtimes[backend].runPromise(program)
             expect(received.length).toBe(accepted.length)
             accepted.forEach((value, i) => {
-              if (!c.equal(value, received[i])) throw new Error(`sent ${String(value)}, received ${String(received[i])}`)
+              if (!c.equal(value, received[i])) {
+                throw new Error(`sent ${String(value)}, received ${String(received[i])}`)
+              }
             })
           }),
           { numRuns: RUNS }

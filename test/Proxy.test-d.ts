@@ -1,7 +1,7 @@
+import type * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import type * as HttpApp from "@effect/platform/HttpApp"
 import type * as HttpServer from "@effect/platform/HttpServer"
 import type * as HttpServerError from "@effect/platform/HttpServerError"
-import type * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import { Layer } from "effect"
 import { describe, expectTypeOf, it } from "vitest"
 import { Capability, Rate, Redis, TokenBucket } from "wakuwaku"
@@ -26,8 +26,11 @@ describe("Proxy types", () => {
       Layer.Layer<HttpServer.HttpServer, HttpServerError.ServeError, never>
     >()
     // A read-only replica cannot serve the limiter: the write capability is left over.
-    expectTypeOf<Layer.Layer.Context<ReturnType<typeof onReplica>>>().toEqualTypeOf<Capability.Write<TokenBucket.Entity>>()
+    expectTypeOf<Layer.Layer.Context<ReturnType<typeof onReplica>>>().toEqualTypeOf<
+      Capability.Write<TokenBucket.Entity>
+    >()
   })
 })
 
-const onReplica = () => Layer.provide(Proxy.serve(limited, { port: 0 }), Redis.layerReadOnly({ url: "redis://replica:6379" }))
+const onReplica = () =>
+  Layer.provide(Proxy.serve(limited, { port: 0 }), Redis.layerReadOnly({ url: "redis://replica:6379" }))

@@ -3,9 +3,9 @@
  * `Proxy.serve` in this process (or `wakuwaku proxy` in a child process, where memory and signals are
  * measured), and raw-header clients.
  */
+import type * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import type * as HttpApp from "@effect/platform/HttpApp"
 import * as HttpServer from "@effect/platform/HttpServer"
-import type * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import { Context, Effect, Exit, Layer, Logger, Scope } from "effect"
 import type * as Http from "node:http"
 import * as Net from "node:net"
@@ -207,7 +207,12 @@ describe("forwarding", () => {
     const up = await recordingUpstream((_req, res) => res.end("plain"))
     const port = await serve(Proxy.make({ upstream: up.url }))
     const reply = await request(port, {
-      headers: { connection: "Upgrade, X-Named", upgrade: "websocket", "x-named": "secret", "sec-websocket-version": "13" }
+      headers: {
+        connection: "Upgrade, X-Named",
+        upgrade: "websocket",
+        "x-named": "secret",
+        "sec-websocket-version": "13"
+      }
     })
     expect(reply.status).toBe(200)
     expect(reply.body.toString()).toBe("plain")
@@ -329,7 +334,9 @@ describe("forwarding", () => {
     )
     expect(() => Proxy.make({ upstream: "ftp://host" })).toThrow("must be an http:// or https:// URL")
     expect(() => Proxy.make({ upstream: "http://host/?q=1" })).toThrow("no query, fragment or credentials")
-    expect(() => Proxy.make({ upstream: "http://host", timeout: 0 })).toThrow("the proxy's timeout must be longer than zero")
+    expect(() => Proxy.make({ upstream: "http://host", timeout: 0 })).toThrow(
+      "the proxy's timeout must be longer than zero"
+    )
     expect(() => Proxy.make({ upstream: "http://host", trustedProxies: ["10.0.0.0/33"] })).toThrow(
       "not an IP address or CIDR block: \"10.0.0.0/33\""
     )
@@ -399,7 +406,9 @@ describe("upstream failures", () => {
   })
 
   it("the upstream's own 502 is told apart from the proxy's: received-status, no error", async () => {
-    const up = await startUpstream((_req, res) => res.writeHead(502, { "content-type": "text/plain" }).end("upstream says 502"))
+    const up = await startUpstream((_req, res) =>
+      res.writeHead(502, { "content-type": "text/plain" }).end("upstream says 502")
+    )
     const port = await serve(Proxy.make({ upstream: up.url }))
     const reply = await request(port)
     expect(reply.status).toBe(502)
@@ -408,7 +417,9 @@ describe("upstream failures", () => {
   })
 
   it("appends its member after a Proxy-Status the upstream already carries", async () => {
-    const up = await startUpstream((_req, res) => res.writeHead(503, { "proxy-status": "inner-cache; error=connection_refused" }).end())
+    const up = await startUpstream((_req, res) =>
+      res.writeHead(503, { "proxy-status": "inner-cache; error=connection_refused" }).end()
+    )
     const port = await serve(Proxy.make({ upstream: up.url }))
     const reply = await request(port)
     expect(proxyStatus(reply)).toBe("inner-cache; error=connection_refused, wakuwaku; received-status=503")
@@ -483,7 +494,10 @@ describe("rate limiting", () => {
     const port = await serve(app)
     const from = (client: string) => request(port, { headers: { "x-forwarded-for": client } }).then((r) => r.status)
     expect([await from("203.0.113.1"), await from("203.0.113.2"), await from("203.0.113.1")]).toEqual([200, 200, 429])
-    expect(up.seen.map((s) => header(s, "x-forwarded-for")[0])).toEqual(["203.0.113.1, 127.0.0.1", "203.0.113.2, 127.0.0.1"])
+    expect(up.seen.map((s) => header(s, "x-forwarded-for")[0])).toEqual([
+      "203.0.113.1, 127.0.0.1",
+      "203.0.113.2, 127.0.0.1"
+    ])
   })
 })
 

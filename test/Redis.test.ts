@@ -1,7 +1,7 @@
-import { createServer, type Server, type Socket } from "node:net"
 import { describe, expect, it } from "@effect/vitest"
 import { ConfigProvider, Effect, Exit, Layer, Scope } from "effect"
 import { Redis as IORedis } from "ioredis"
+import { createServer, type Server, type Socket } from "node:net"
 import { Rate, Redis, TokenBucket } from "wakuwaku"
 import * as RedisServer from "wakuwaku/RedisServer"
 import { freshNamespace, redisUrl } from "./support/redis.js"
@@ -60,7 +60,11 @@ describe("Redis", () => {
       const exit = yield* Effect.exit(
         bucket().acquire("a", 1).pipe(
           Effect.provide(
-            Redis.layer({ url: `redis://127.0.0.1:${port}`, connectTimeout: "300 millis", commandTimeout: "300 millis" })
+            Redis.layer({
+              url: `redis://127.0.0.1:${port}`,
+              connectTimeout: "300 millis",
+              commandTimeout: "300 millis"
+            })
           )
         )
       )
@@ -82,7 +86,11 @@ describe("Redis", () => {
         const exit = yield* Effect.exit(B.acquire("a", 1))
         const elapsed = performance.now() - started
         process.kill(server.pid, "SIGCONT")
-        expect(failureOf(exit)).toMatchObject({ _tag: "RedisError", reason: "Timeout", operation: "script TokenBucket.acquire" })
+        expect(failureOf(exit)).toMatchObject({
+          _tag: "RedisError",
+          reason: "Timeout",
+          operation: "script TokenBucket.acquire"
+        })
         expect(elapsed).toBeGreaterThanOrEqual(390)
         expect(elapsed).toBeLessThan(1000)
         // The connection is still usable once the server answers again.
@@ -131,9 +139,13 @@ describe("Redis", () => {
       expect(failureOf(exit)).toMatchObject({ _tag: "TimeoutException" })
       // The client's socket closes: nothing keeps reconnecting.
       yield* Effect.promise(() =>
-        Promise.all([...sockets].map((socket) => new Promise((resolve) => socket.closed ? resolve(0) : socket.once("close", resolve))))
+        Promise.all([...sockets].map((socket) =>
+          new Promise((resolve) => socket.closed ? resolve(0) : socket.once("close", resolve))
+        ))
       )
-      expect([...sockets].every((socket) => socket.closed)).toBe(true)
+      expect([...sockets].every((socket) =>
+        socket.closed
+      )).toBe(true)
     }).pipe(Effect.scoped))
 
   it.live("reasons: a script failure is Script, a write to a replica is ReadOnly, a full server is OutOfMemory", () =>

@@ -1,9 +1,9 @@
-import { spawn } from "node:child_process"
-import { createServer } from "node:net"
-import { createInterface } from "node:readline"
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Exit, Scope } from "effect"
 import { Redis as IORedis } from "ioredis"
+import { spawn } from "node:child_process"
+import { createServer } from "node:net"
+import { createInterface } from "node:readline"
 import * as RedisServer from "wakuwaku/RedisServer"
 
 const alive = (pid: number) => {

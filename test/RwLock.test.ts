@@ -1,5 +1,5 @@
-import { inspect } from "node:util"
 import { Cause, Deferred, Duration, Effect, Exit, Fiber, Option, Ref } from "effect"
+import { inspect } from "node:util"
 import { expect } from "vitest"
 import { Lock, Redis, RwLock } from "wakuwaku"
 import { command, exists, expectTtls, forEachBackend, get, keysMatching, pttl } from "./support/backends.js"
@@ -201,7 +201,9 @@ forEachBackend("RwLock", (it, backend) => {
       expect(yield* command("TYPE", readers)).toBe("zset")
       // Scores are lease ends in server microseconds.
       const now = Number(yield* serverMicros)
-      const scores = ((yield* command("ZRANGE", readers, 0, -1, "WITHSCORES")) as Array<string>).filter((_, i) => i % 2 === 1).map(Number)
+      const scores = ((yield* command("ZRANGE", readers, 0, -1, "WITHSCORES")) as Array<string>).filter((_, i) =>
+        i % 2 === 1
+      ).map(Number)
       expect(scores).toHaveLength(3)
       for (const score of scores) {
         expect(score).toBeGreaterThan(now + 9_000_000)
@@ -276,7 +278,9 @@ forEachBackend("RwLock", (it, backend) => {
       expect(yield* RwLock.withWrite(DOCS, "doc")(Effect.as(whileHeld, "done"))).toBe("done")
       expect(yield* exists(writer)).toBe(0)
 
-      const failed = yield* Effect.flip(RwLock.withWrite(DOCS, "doc")(Effect.zipRight(whileHeld, Effect.fail("boom" as const))))
+      const failed = yield* Effect.flip(
+        RwLock.withWrite(DOCS, "doc")(Effect.zipRight(whileHeld, Effect.fail("boom" as const)))
+      )
       expect(failed).toBe("boom")
       expect(yield* exists(writer)).toBe(0)
 
@@ -286,7 +290,9 @@ forEachBackend("RwLock", (it, backend) => {
 
       const started = yield* Deferred.make<void>()
       const fiber = yield* Effect.fork(
-        RwLock.withWrite(DOCS, "doc")(Effect.zipRight(whileHeld, Effect.zipRight(Deferred.succeed(started, undefined), Effect.never)))
+        RwLock.withWrite(DOCS, "doc")(
+          Effect.zipRight(whileHeld, Effect.zipRight(Deferred.succeed(started, undefined), Effect.never))
+        )
       )
       yield* Deferred.await(started)
       yield* Fiber.interrupt(fiber)
@@ -312,7 +318,9 @@ forEachBackend("RwLock", (it, backend) => {
 
       const started = yield* Deferred.make<void>()
       const fiber = yield* Effect.fork(
-        RwLock.withRead(DOCS, "doc")(Effect.zipRight(whileHeld, Effect.zipRight(Deferred.succeed(started, undefined), Effect.never)))
+        RwLock.withRead(DOCS, "doc")(
+          Effect.zipRight(whileHeld, Effect.zipRight(Deferred.succeed(started, undefined), Effect.never))
+        )
       )
       yield* Deferred.await(started)
       yield* Fiber.interrupt(fiber)
@@ -469,14 +477,19 @@ forEachBackend("RwLock", (it, backend) => {
         () => Effect.forkScoped(Effect.forever(readOnce))
       )
       const busy = (atLeast: number) =>
-        Effect.flatMap(Ref.get(reads), (seen) => until("busy readers", Effect.map(Ref.get(reads), (n) => n >= seen + atLeast)))
+        Effect.flatMap(
+          Ref.get(reads),
+          (seen) => until("busy readers", Effect.map(Ref.get(reads), (n) => n >= seen + atLeast))
+        )
 
       yield* busy(40)
       const waits: Array<number> = []
       for (let round = 0; round < 5; round++) {
         yield* busy(16)
         const requested = performance.now()
-        const waited = yield* RwLock.withWrite(DOCS, "doc", { acquire: Lock.wait({ deadline: Duration.millis(20 * ttl) }) })(
+        const waited = yield* RwLock.withWrite(DOCS, "doc", {
+          acquire: Lock.wait({ deadline: Duration.millis(20 * ttl) })
+        })(
           Effect.gen(function*() {
             const waited = performance.now() - requested
             expect(active).toBe(0)
@@ -600,7 +613,9 @@ forEachBackend("RwLock", (it, backend) => {
       // layer must not be in scope. The keys are read from that runtime's store (on memory, a new one).
       const readOnly = backend.readOnly()
       const [exit, keys] = yield* Effect.promise(() =>
-        Effect.runPromise(Effect.all([Effect.exit(unchecked(DOCS.tryRead("doc"))), keysOf(ns)]).pipe(Effect.provide(readOnly)))
+        Effect.runPromise(
+          Effect.all([Effect.exit(unchecked(DOCS.tryRead("doc"))), keysOf(ns)]).pipe(Effect.provide(readOnly))
+        )
       )
       expect(Exit.isFailure(exit)).toBe(true)
       if (Exit.isSuccess(exit)) return

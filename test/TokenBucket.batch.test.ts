@@ -1,4 +1,7 @@
-/** Acquires made together on one connection are sent as one script call, and each still gets its own exact Admission. */
+/**
+ * Acquires made together on one connection are sent as one script call, and each still gets its own exact
+ * Admission.
+ */
 import { layer } from "@effect/vitest"
 import { Duration, Effect, Either, Option } from "effect"
 import { expect } from "vitest"
@@ -22,7 +25,9 @@ layer(RedisServer.layer(), { excludeTestServices: true })("TokenBucket batching"
       const calls = (yield* evalshaCalls) - before
       const remaining = admissions.flatMap((a) => a._tag === "Allowed" ? [a.remaining] : []).sort((a, b) => a - b)
       expect(remaining).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8, 9])
-      const waits = admissions.flatMap((a) => a._tag === "Denied" ? [Duration.toMillis(Option.getOrThrow(a.retryAfter))] : [])
+      const waits = admissions.flatMap((a) =>
+        a._tag === "Denied" ? [Duration.toMillis(Option.getOrThrow(a.retryAfter))] : []
+      )
       expect(waits).toHaveLength(20)
       for (const wait of waits) {
         expect(wait).toBeGreaterThan(3_590_000)
@@ -49,7 +54,11 @@ layer(RedisServer.layer(), { excludeTestServices: true })("TokenBucket batching"
         ],
         { concurrency: "unbounded" }
       )
-      expect(admissions.map((a) => a._tag === "Allowed" ? a.remaining : Option.getOrNull(a.retryAfter) === null ? "never" : "wait"))
+      expect(
+        admissions.map((a) =>
+          a._tag === "Allowed" ? a.remaining : Option.getOrNull(a.retryAfter) === null ? "never" : "wait"
+        )
+      )
         .toEqual([1, 400, 0, "wait", 0, "never", 1000, 0])
     }))
 

@@ -4,11 +4,21 @@
  * the sources), as `npm start` runs it.
  */
 import { Duration } from "effect"
+import { spawn } from "node:child_process"
 import * as Net from "node:net"
 import { afterEach, describe, expect, it } from "vitest"
 import { type Config, envNames, flagNames, parse } from "../src/internal/proxy/cli.js"
-import { spawn } from "node:child_process"
-import { cleanEnv, closedPort, outcome, REFUSE_PLATFORM, request, ROOT, runCli, startProxy, valueOf } from "./support/proxy.js"
+import {
+  cleanEnv,
+  closedPort,
+  outcome,
+  REFUSE_PLATFORM,
+  request,
+  ROOT,
+  runCli,
+  startProxy,
+  valueOf
+} from "./support/proxy.js"
 
 const cleanups: Array<() => Promise<unknown>> = []
 afterEach(async () => {
@@ -81,7 +91,14 @@ describe("--help and bad flags answer without loading the server", () => {
     outcome(
       spawn(
         process.execPath,
-        ["--import", "tsx", "--import", `data:text/javascript,${encodeURIComponent(REFUSE_PLATFORM)}`, "src/bin.ts", ...args],
+        [
+          "--import",
+          "tsx",
+          "--import",
+          `data:text/javascript,${encodeURIComponent(REFUSE_PLATFORM)}`,
+          "src/bin.ts",
+          ...args
+        ],
         { cwd: ROOT, env: cleanEnv(), stdio: ["ignore", "pipe", "pipe"] }
       )
     )
@@ -102,22 +119,28 @@ describe("--help and bad flags answer without loading the server", () => {
 })
 
 describe("bad flags: one line on stderr, nothing on stdout, exit code 2", () => {
-  it.concurrent.each([
-    [["proxy", "--bogus"], {}, "wakuwaku proxy: unknown flag --bogus (see wakuwaku proxy --help)"],
+  it.concurrent.each(
     [
-      ["proxy", "--upstream", "http://127.0.0.1:3000", "--port", "http"],
-      {},
-      "wakuwaku proxy: --port: expected a port number from 0 to 65535, got \"http\" (see wakuwaku proxy --help)"
-    ],
-    [
-      ["proxy", "--demo"],
-      { WAKUWAKU_TIMEOUT: "soon" },
-      "wakuwaku proxy: WAKUWAKU_TIMEOUT: expected a positive duration such as 500ms, 30s or 2m, got \"soon\" (see wakuwaku proxy --help)"
-    ],
-    [["proxy"], {}, "wakuwaku proxy: --upstream URL is required (or --demo for a built-in demo upstream) (see wakuwaku proxy --help)"],
-    [["serve"], {}, "wakuwaku: unknown command \"serve\" (see wakuwaku --help)"],
-    [[], {}, "wakuwaku: missing command (see wakuwaku --help)"]
-  ] as const)("%j %j", async (argv, env, message) => {
+      [["proxy", "--bogus"], {}, "wakuwaku proxy: unknown flag --bogus (see wakuwaku proxy --help)"],
+      [
+        ["proxy", "--upstream", "http://127.0.0.1:3000", "--port", "http"],
+        {},
+        "wakuwaku proxy: --port: expected a port number from 0 to 65535, got \"http\" (see wakuwaku proxy --help)"
+      ],
+      [
+        ["proxy", "--demo"],
+        { WAKUWAKU_TIMEOUT: "soon" },
+        "wakuwaku proxy: WAKUWAKU_TIMEOUT: expected a positive duration such as 500ms, 30s or 2m, got \"soon\" (see wakuwaku proxy --help)"
+      ],
+      [
+        ["proxy"],
+        {},
+        "wakuwaku proxy: --upstream URL is required (or --demo for a built-in demo upstream) (see wakuwaku proxy --help)"
+      ],
+      [["serve"], {}, "wakuwaku: unknown command \"serve\" (see wakuwaku --help)"],
+      [[], {}, "wakuwaku: missing command (see wakuwaku --help)"]
+    ] as const
+  )("%j %j", async (argv, env, message) => {
     const { code, stderr, stdout } = await runCli(argv, cleanEnv(env))
     expect({ code, stdout, stderr }).toEqual({ code: 2, stdout: "", stderr: `${message}\n` })
   })
@@ -213,24 +236,63 @@ describe("parse", () => {
     [["proxy", "extra"], "unexpected argument \"extra\""],
     [["proxy", "--demo", "--port", "70000"], "--port: expected a port number from 0 to 65535, got \"70000\""],
     [["proxy", "--demo", "--upstream", "http://x"], "--demo starts its own upstream: drop --upstream or --demo"],
-    [["proxy", "--upstream", "localhost:3000"], "--upstream: the upstream must be an http:// or https:// URL, got \"localhost:3000\""],
-    [["proxy", "--upstream", "/api"], "--upstream: the upstream must be an absolute http:// or https:// URL, got \"/api\""],
-    [["proxy", "--upstream", "http://x/?a=1"], "--upstream: the upstream URL must have no query, fragment or credentials, got \"http://x/?a=1\""],
-    [["proxy", "--demo", "--timeout", "0s"], "--timeout: expected a positive duration such as 500ms, 30s or 2m, got \"0s\""],
-    [["proxy", "--demo", "--timeout", "30"], "--timeout: expected a positive duration such as 500ms, 30s or 2m, got \"30\""],
-    [["proxy", "--demo", "--algorithm", "leaky-bucket"], "--algorithm: expected token-bucket or fixed-window, got \"leaky-bucket\""],
+    [
+      ["proxy", "--upstream", "localhost:3000"],
+      "--upstream: the upstream must be an http:// or https:// URL, got \"localhost:3000\""
+    ],
+    [
+      ["proxy", "--upstream", "/api"],
+      "--upstream: the upstream must be an absolute http:// or https:// URL, got \"/api\""
+    ],
+    [
+      ["proxy", "--upstream", "http://x/?a=1"],
+      "--upstream: the upstream URL must have no query, fragment or credentials, got \"http://x/?a=1\""
+    ],
+    [
+      ["proxy", "--demo", "--timeout", "0s"],
+      "--timeout: expected a positive duration such as 500ms, 30s or 2m, got \"0s\""
+    ],
+    [
+      ["proxy", "--demo", "--timeout", "30"],
+      "--timeout: expected a positive duration such as 500ms, 30s or 2m, got \"30\""
+    ],
+    [
+      ["proxy", "--demo", "--algorithm", "leaky-bucket"],
+      "--algorithm: expected token-bucket or fixed-window, got \"leaky-bucket\""
+    ],
     [["proxy", "--demo", "--window", "1m"], "--window applies to the other algorithm, not token-bucket"],
-    [["proxy", "--demo", "--algorithm", "fixed-window", "--capacity", "5"], "--capacity applies to the other algorithm, not fixed-window"],
+    [
+      ["proxy", "--demo", "--algorithm", "fixed-window", "--capacity", "5"],
+      "--capacity applies to the other algorithm, not fixed-window"
+    ],
     [["proxy", "--demo", "--capacity", "0"], "--capacity: expected a positive whole number, got \"0\""],
-    [["proxy", "--demo", "--refill", "0/1s"], "--refill: expected N/DURATION with N at least 1, such as 1/3s or 10/1m, got \"0/1s\""],
-    [["proxy", "--demo", "--refill", "3s"], "--refill: expected N/DURATION with N at least 1, such as 1/3s or 10/1m, got \"3s\""],
+    [
+      ["proxy", "--demo", "--refill", "0/1s"],
+      "--refill: expected N/DURATION with N at least 1, such as 1/3s or 10/1m, got \"0/1s\""
+    ],
+    [
+      ["proxy", "--demo", "--refill", "3s"],
+      "--refill: expected N/DURATION with N at least 1, such as 1/3s or 10/1m, got \"3s\""
+    ],
     [["proxy", "--demo", "--key", "cookie"], "--key: expected ip or header:NAME, got \"cookie\""],
     [["proxy", "--demo", "--key", "header:"], "--key: expected a header name after header:, got \"header:\""],
-    [["proxy", "--demo", "--trusted-proxies", "10.0.0.0/8,lb.internal"], "--trusted-proxies: not an IP address or CIDR block: \"lb.internal\""],
+    [
+      ["proxy", "--demo", "--trusted-proxies", "10.0.0.0/8,lb.internal"],
+      "--trusted-proxies: not an IP address or CIDR block: \"lb.internal\""
+    ],
     [["proxy", "--demo", "--ipv6-prefix", "129"], "--ipv6-prefix: expected a prefix length from 0 to 128, got \"129\""],
-    [["proxy", "--demo", "--namespace", "a:b"], "--namespace: expected a short word (letters, digits, _ . -), got \"a:b\""],
-    [["proxy", "--demo", "--redis", "http://redis:6379"], "--redis: expected a redis:// or rediss:// URL, got \"http://redis:6379\""],
-    [["proxy", "--demo", "--on-store-failure", "retry"], "--on-store-failure: expected fail-closed, fail-open or fallback, got \"retry\""],
+    [
+      ["proxy", "--demo", "--namespace", "a:b"],
+      "--namespace: expected a short word (letters, digits, _ . -), got \"a:b\""
+    ],
+    [
+      ["proxy", "--demo", "--redis", "http://redis:6379"],
+      "--redis: expected a redis:// or rediss:// URL, got \"http://redis:6379\""
+    ],
+    [
+      ["proxy", "--demo", "--on-store-failure", "retry"],
+      "--on-store-failure: expected fail-closed, fail-open or fallback, got \"retry\""
+    ],
     [["proxy", "--demo", "--max-entries", "-1"], "--max-entries: expected a positive whole number, got \"-1\""]
   ])("%j: %s", (argv, message) => {
     expect(invalid(argv)).toBe(`wakuwaku proxy: ${message} (see wakuwaku proxy --help)`)

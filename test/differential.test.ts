@@ -20,22 +20,9 @@
  *
  * Runs per property: 200, or WAKUWAKU_DIFF_RUNS.
  */
-import { randomBytes } from "node:crypto"
-import {
-  Clock,
-  Context,
-  Duration,
-  Effect,
-  Either,
-  Exit,
-  Layer,
-  Option,
-  Schedule,
-  Schema,
-  Scope,
-  Stream
-} from "effect"
+import { Clock, Context, Duration, Effect, Either, Exit, Layer, Option, Schedule, Schema, Scope, Stream } from "effect"
 import fc from "fast-check"
+import { randomBytes } from "node:crypto"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { FixedWindow, Lock, Pipe, Rate, Redis, RwLock, TokenBucket } from "wakuwaku"
 import { RedisLive } from "./support/redis.js"
@@ -269,7 +256,8 @@ const runBucket = (
   ops: ReadonlyArray<BucketOp>,
   brackets: Brackets,
   limiter: (namespace: string) => Limiter = slowBucket
-): Run => (backend, namespace) => {
+): Run =>
+(backend, namespace) => {
   let step = 0
   const clock = new ReplayClock()
   // On Redis, the server time around the operation; on memory, the clock set to where Redis's started.

@@ -52,7 +52,11 @@ const walk = (dir: string, keep: (file: string) => boolean): Array<string> =>
   existsSync(dir)
     ? readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
       const path = join(dir, entry.name)
-      if (entry.isDirectory()) return entry.name === "node_modules" || entry.name.startsWith(".") ? [] : walk(path, keep)
+      if (entry.isDirectory()) {
+        return entry.name === "node_modules" || entry.name.startsWith(".")
+          ? []
+          : walk(path, keep)
+      }
       return keep(path) ? [path] : []
     }).sort()
     : []
@@ -124,7 +128,9 @@ const compile = () => {
   const parsed = ts.parseJsonConfigFileContent(config.config, ts.sys, ROOT, undefined, configPath)
   // `paths` without a baseUrl are relative to tsconfig.json: make them absolute, so they hold from TMP.
   const paths = Object.fromEntries(
-    Object.entries(parsed.options.paths ?? {}).map(([pattern, targets]) => [pattern, targets.map((t) => resolve(ROOT, t))])
+    Object.entries(parsed.options.paths ?? {}).map((
+      [pattern, targets]
+    ) => [pattern, targets.map((t) => resolve(ROOT, t))])
   )
   const options: ts.CompilerOptions = { ...parsed.options, paths, noEmit: true, noUnusedLocals: false }
 
@@ -184,14 +190,20 @@ describe("docs", { timeout: 60_000 }, () => {
   })
 
   it("leaves nothing else with errors (sources, options)", () => {
-    const mine = new Set([...blocks.map((_, i) => resolve(blockFile(i))), ...negatives.map((_, i) => resolve(negativeFile(i)))])
+    const mine = new Set([
+      ...blocks.map((_, i) => resolve(blockFile(i))),
+      ...negatives.map((_, i) => resolve(negativeFile(i)))
+    ])
     const others = [...diagnostics].filter(([file]) => !mine.has(file)).flatMap(([, found]) => found)
     expect(others.map((diagnostic) => format(diagnostic))).toEqual([])
   })
 
-  it.each(negatives.map((negative, i) => ({ ...negative, i })))("$name does not compile: $expected", ({ expected, i }) => {
-    const found = diagnostics.get(resolve(negativeFile(i))) ?? []
-    expect(found.map((diagnostic) => format(diagnostic))).toHaveLength(1)
-    expect(messageOf(found[0]!)).toContain(expected)
-  })
+  it.each(negatives.map((negative, i) => ({ ...negative, i })))(
+    "$name does not compile: $expected",
+    ({ expected, i }) => {
+      const found = diagnostics.get(resolve(negativeFile(i))) ?? []
+      expect(found.map((diagnostic) => format(diagnostic))).toHaveLength(1)
+      expect(messageOf(found[0]!)).toContain(expected)
+    }
+  )
 })

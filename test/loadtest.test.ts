@@ -9,8 +9,8 @@
  * 2-core machine, where the theory would no longer hold (a server that falls behind admits late
  * requests on later refills or windows). One request is 1 pp of the 3 pp tolerance.
  */
-import { spawnSync } from "node:child_process"
 import { Effect } from "effect"
+import { spawnSync } from "node:child_process"
 import { describe, expect, inject, it } from "vitest"
 import { attack, type AttackResult, isLoopback } from "./load/attack.js"
 import { parseDuration, parseOptions, parseRate, TOLERANCE_PP } from "./load/loadtest.js"
@@ -105,7 +105,9 @@ describe("report", () => {
     expect(m.latencies.meanMs).toBeCloseTo(2.125, 10)
     const report = formatReport(m)
     expect(report).toContain("Requests      [total, rate, throughput]         200, 20.10, 10.45")
-    expect(report).toContain("Latencies     [min, mean, 50, 90, 95, 99, max]  1ms, 2.125ms, 2ms, 3ms, 3.25ms, 3.25ms, 3.25ms")
+    expect(report).toContain(
+      "Latencies     [min, mean, 50, 90, 95, 99, max]  1ms, 2.125ms, 2ms, 3ms, 3.25ms, 3.25ms, 3.25ms"
+    )
     expect(report).toContain("Success       [ratio]                           52.00%")
     expect(report).toContain("Status Codes  [code:count]                      200:104  429:96  ")
     expect(report).toContain("Error Set:\n429 Too Many Requests\n")
@@ -142,7 +144,10 @@ describe("command line", () => {
       allowRemote: false
     })
     expect(parseOptions(["--algorithm", "token-bucket", "--capacity", "5", "--refill", "1/100ms", "--store", "redis"]))
-      .toMatchObject({ policy: { algorithm: "token-bucket", capacity: 5, refillTokens: 1, refillPeriodMs: 100 }, store: "redis" })
+      .toMatchObject({
+        policy: { algorithm: "token-bucket", capacity: 5, refillTokens: 1, refillPeriodMs: 100 },
+        store: "redis"
+      })
     expect(parseOptions(["--algorithm", "token-bucket", "--limit", "5"])).toEqual({
       error: "--limit applies to the other algorithm, not token-bucket"
     })
@@ -155,10 +160,26 @@ describe("command line", () => {
   })
 
   it("knows loopback addresses", () => {
-    for (const url of ["http://127.0.0.1:8080/", "http://127.1.2.3/", "http://localhost/", "http://[::1]:80/", "http://[::ffff:127.0.0.1]/"]) {
+    for (
+      const url of [
+        "http://127.0.0.1:8080/",
+        "http://127.1.2.3/",
+        "http://localhost/",
+        "http://[::1]:80/",
+        "http://[::ffff:127.0.0.1]/"
+      ]
+    ) {
       expect([url, isLoopback(url)]).toEqual([url, true])
     }
-    for (const url of ["http://10.0.0.1/", "http://192.168.1.1/", "http://[::2]/", "http://example.com/", "http://128.0.0.1/"]) {
+    for (
+      const url of [
+        "http://10.0.0.1/",
+        "http://192.168.1.1/",
+        "http://[::2]/",
+        "http://example.com/",
+        "http://128.0.0.1/"
+      ]
+    ) {
       expect([url, isLoopback(url)]).toEqual([url, false])
     }
   })
@@ -178,7 +199,13 @@ describe("command line", () => {
 
   it("the script exits 2 with that line, having sent nothing", () => {
     // A name that cannot resolve: were the refusal broken, nothing could be reached anyway.
-    const child = spawnSync(process.execPath, ["--import", "tsx", "test/load/loadtest.ts", "--target", "http://loadtest.invalid/"], {
+    const child = spawnSync(process.execPath, [
+      "--import",
+      "tsx",
+      "test/load/loadtest.ts",
+      "--target",
+      "http://loadtest.invalid/"
+    ], {
       encoding: "utf8",
       timeout: 20_000
     })

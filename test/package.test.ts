@@ -12,7 +12,11 @@ const node = (code: string) => run(process.execPath, ["--input-type=module", "-e
 
 describe("package", () => {
   beforeAll(async () => {
-    await run(process.execPath, [fileURLToPath(new URL("../node_modules/typescript/bin/tsc", import.meta.url)), "-p", "src/tsconfig.build.json"], {
+    await run(process.execPath, [
+      fileURLToPath(new URL("../node_modules/typescript/bin/tsc", import.meta.url)),
+      "-p",
+      "src/tsconfig.build.json"
+    ], {
       cwd: root
     })
   }, 120_000)
@@ -26,7 +30,9 @@ describe("package", () => {
     expect(existsSync(new URL("../dist/index.js", import.meta.url))).toBe(true)
     expect(existsSync(new URL("../dist/index.d.ts", import.meta.url))).toBe(true)
     // The subpaths and the command, each built.
-    for (const [subpath, file] of [["./RedisServer", "RedisServer"], ["./http", "http"], ["./Proxy", "Proxy"]] as const) {
+    for (
+      const [subpath, file] of [["./RedisServer", "RedisServer"], ["./http", "http"], ["./Proxy", "Proxy"]] as const
+    ) {
       expect(pkg.exports[subpath]).toEqual({ types: `./dist/${file}.d.ts`, default: `./dist/${file}.js` })
       expect(existsSync(new URL(`../dist/${file}.js`, import.meta.url)), file).toBe(true)
     }

@@ -8,7 +8,7 @@ import type * as Effect from "effect/Effect"
 import * as core from "effect/Effect"
 import type * as Capability from "../Capability.js"
 import * as Redis from "../Redis.js"
-import { allows, keys, type Keys, type Verb, violation } from "./capability.js"
+import { allows, type Keys, keys, type Verb, violation } from "./capability.js"
 
 const cache = { read: new Map<string, Keys>(), write: new Map<string, Keys>() }
 
@@ -18,7 +18,11 @@ const keysOf = (verb: Verb, entity: Capability.AnyEntity): Keys => {
   return found
 }
 
-const checked = <A, Err, R>(verb: Verb, entity: Capability.AnyEntity, f: (redis: Redis.Service) => Effect.Effect<A, Err>) => {
+const checked = <A, Err, R>(
+  verb: Verb,
+  entity: Capability.AnyEntity,
+  f: (redis: Redis.Service) => Effect.Effect<A, Err>
+) => {
   const needed = keysOf(verb, entity)
   return core.contextWithEffect((context: Context.Context<R>) =>
     allows(context as Context.Context<never>, needed)

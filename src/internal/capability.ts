@@ -77,7 +77,9 @@ export const granted = (context: Context.Context<never>, verb: Verb): string => 
 /** @internal The defect of a violated grant, which only a cast can cause. */
 export const violation = (keys: Keys, context: Context.Context<never>): Effect.Effect<never> =>
   Effect.dieMessage(
-    `wakuwaku: this operation needs to ${keys.verb} ${keys.entityKind}, but the capability in scope does not grant it ` +
-      `(granted: ${granted(context, keys.verb)}). A cast has hidden a missing ` +
+    `wakuwaku: this operation needs to ${keys.verb} ${keys.entityKind}, ` +
+      `but the capability in scope does not grant it (granted: ${
+        granted(context, keys.verb)
+      }). A cast has hidden a missing ` +
       `Capability.${keys.verb === "read" ? "Read" : "Write"}<${keys.entityKind}> from the compiler.`
   )

@@ -2,9 +2,9 @@
  * @internal The `Redis` service over an ioredis client: command deadlines, EVALSHA with the NOSCRIPT
  * fallback, and batching of concurrent script calls.
  */
+import keySlot from "cluster-key-slot"
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
-import keySlot from "cluster-key-slot"
 import { Cluster, Redis as IORedisClient } from "ioredis"
 import type { Redis as IORedis } from "ioredis"
 import * as Redis from "../Redis.js"
@@ -139,7 +139,11 @@ export const make = (client: IORedis | Cluster, deadlines?: Deadlines): Redis.Se
     let { args, keys, resumes } = batch
     if (resumes.includes(undefined)) {
       // Leave out the calls interrupted while they waited.
-      const kept: { keys: Array<string>; args: Array<string>; resumes: Array<Resume> } = { keys: [], args: [], resumes: [] }
+      const kept: { keys: Array<string>; args: Array<string>; resumes: Array<Resume> } = {
+        keys: [],
+        args: [],
+        resumes: []
+      }
       let argAt = 0
       batch.resumes.forEach((resume, i) => {
         const count = batch.argCounts[i]!
@@ -160,7 +164,9 @@ export const make = (client: IORedis | Cluster, deadlines?: Deadlines): Redis.Se
       const fail = (cause: unknown) => {
         const error = redisError(`script ${script.name}`, cause)
         return Effect.fail(
-          error.reason === "Server" ? new Redis.RedisError({ reason: "Script", operation: error.operation, cause }) : error
+          error.reason === "Server"
+            ? new Redis.RedisError({ reason: "Script", operation: error.operation, cause })
+            : error
         )
       }
       if ("error" in outcome) {
@@ -317,7 +323,11 @@ const EVERY_MASTER = new Set(["SCAN", "KEYS", "DBSIZE", "FLUSHALL", "FLUSHDB"])
  * Runs a keyspace command on every master: SCAN scans each to the end (the reply is cursor "0" and every
  * key), KEYS concatenates, DBSIZE sums, FLUSHALL flushes each.
  */
-const onEveryMaster = async (cluster: Cluster, name: string, args: ReadonlyArray<string | number>): Promise<unknown> => {
+const onEveryMaster = async (
+  cluster: Cluster,
+  name: string,
+  args: ReadonlyArray<string | number>
+): Promise<unknown> => {
   const masters = cluster.nodes("master")
   switch (name.toUpperCase()) {
     case "SCAN": {
@@ -337,7 +347,10 @@ const onEveryMaster = async (cluster: Cluster, name: string, args: ReadonlyArray
     case "KEYS":
       return (await Promise.all(masters.map((node) => node.call(name, ...args) as Promise<Array<string>>))).flat()
     case "DBSIZE":
-      return (await Promise.all(masters.map((node) => node.call(name, ...args) as Promise<number>))).reduce((a, b) => a + b, 0)
+      return (await Promise.all(masters.map((node) => node.call(name, ...args) as Promise<number>))).reduce(
+        (a, b) => a + b,
+        0
+      )
     default:
       await Promise.all(masters.map((node) => node.call(name, ...args)))
       return "OK"
@@ -348,7 +361,9 @@ const onEveryMaster = async (cluster: Cluster, name: string, args: ReadonlyArray
 const masterOf = (cluster: Cluster, key: string): IORedis => {
   const address = cluster.slots[keySlot(key)]?.[0]
   const master = cluster.nodes("master").find((node) => `${node.options.host}:${node.options.port}` === address)
-  if (master === undefined) throw new Error(`no master known for the slot of ${JSON.stringify(key)} (is the cluster ready?)`)
+  if (master === undefined) {
+    throw new Error(`no master known for the slot of ${JSON.stringify(key)} (is the cluster ready?)`)
+  }
   return master
 }
 

@@ -18,7 +18,8 @@ export type Positive<P extends Duration.DurationInput, Message extends string> =
   : P extends readonly [infer S extends number, infer N extends number] ?
     number extends S | N ? P : NonPositive<`${S}`> extends true ? NonPositive<`${N}`> extends true ? Message : P : P
   // "0.0 seconds" and the like, which do not read back as a number literal
-  : P extends `${"" | "-"}${"0" | "."}${infer Rest} ${string}` ? AllZeros<Rest> extends true ? Message : Literal<P, Message>
+  : P extends `${"" | "-"}${"0" | "."}${infer Rest} ${string}` ?
+    AllZeros<Rest> extends true ? Message : Literal<P, Message>
   : Literal<P, Message>
 
 type Literal<P, Message extends string> = P extends `${infer V extends number} ${string}` ?

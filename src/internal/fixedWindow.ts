@@ -18,7 +18,8 @@ export const entity = Object.freeze({ kind: KIND }) as FixedWindow.Entity
 export const TypeId: FixedWindow.TypeId = Symbol.for("wakuwaku/FixedWindow") as FixedWindow.TypeId
 
 /** @internal */
-export const isFixedWindow = (u: unknown): u is FixedWindow.FixedWindow<never> => typeof u === "object" && u !== null && TypeId in u
+export const isFixedWindow = (u: unknown): u is FixedWindow.FixedWindow<never> =>
+  typeof u === "object" && u !== null && TypeId in u
 
 /**
  * @internal Lua shared by the scripts. A window's parameters travel as one ARGV string,
@@ -55,7 +56,8 @@ local function take(key, w, cost)
   if cost > remaining then return 0, left, remaining end
   if cost > 0 then
     count = count + cost
-    redis.call('SET', key, string.format('%d', start) .. ' ' .. string.format('%d', count), 'PX', string.format('%d', left))
+    local state = string.format('%d', start) .. ' ' .. string.format('%d', count)
+    redis.call('SET', key, state, 'PX', string.format('%d', left))
   end
   return 1, 0, remaining - cost
 end
@@ -109,10 +111,15 @@ export const ACQUIRE = define({
 `,
   twin: acquireTwin,
   decode: limiter.admission,
-  many: { lua: `${FUNCTIONS}${limiter.ACQUIRE_CALL("window")}${manyLua("call", 1, 2)}`, twin: manyTwin(limiter.compact(acquireTwin), 1, 2) }
+  many: {
+    lua: `${FUNCTIONS}${limiter.ACQUIRE_CALL("window")}${manyLua("call", 1, 2)}`,
+    twin: manyTwin(limiter.compact(acquireTwin), 1, 2)
+  }
 })
 
-/** @internal What is left in the current window, without counting. KEYS[1] the window; ARGV[1] "<limit> <window µs>". */
+/**
+ * @internal What is left in the current window, without counting. KEYS[1] the window; ARGV[1] "<limit> <window µs>".
+ */
 export const PEEK = define({
   name: "FixedWindow.peek",
   keys: 1,
@@ -121,9 +128,9 @@ export const PEEK = define({
 return math.max(0, w.limit - used(KEYS[1], now - math.fmod(now, w.size)))
 `,
   twin: (db, keys, argv) => {
-      const w = windowOf(argv[0]!)
-      return Math.max(0, w.limit - usedTwin(db, keys[0]!, db.now - db.now % w.size))
-    },
+    const w = windowOf(argv[0]!)
+    return Math.max(0, w.limit - usedTwin(db, keys[0]!, db.now - db.now % w.size))
+  },
   decode: limiter.count
 })
 
@@ -142,7 +149,6 @@ class WindowImpl<Name extends Redis.KeyName> extends limiter.Limiter<Name, Fixed
   }
 }
 
-
 /** @internal */
 export const make = <Name extends Redis.KeyName>(
   namespace: string,
@@ -151,11 +157,16 @@ export const make = <Name extends Redis.KeyName>(
 ): FixedWindow.FixedWindow<Name> => {
   key.validateNamespace(KIND, namespace)
   if (typeof limit !== "number" || !Number.isSafeInteger(limit) || limit < 0) {
-    throw new RangeError(`wakuwaku: FixedWindow(${namespace}) limit must be a non-negative safe integer, got ${String(limit)}`)
+    throw new RangeError(
+      `wakuwaku: FixedWindow(${namespace}) limit must be a non-negative safe integer, got ${String(limit)}`
+    )
   }
   const decoded = Duration.decodeUnknown(window)
   const nanos = decoded._tag === "Some" ? Duration.toNanos(decoded.value) : undefined
-  if (nanos === undefined || nanos._tag === "None" || nanos.value % 1000n !== 0n || nanos.value < 1000n || nanos.value / 1000n > MAX_MICROS) {
+  if (
+    nanos === undefined || nanos._tag === "None" || nanos.value % 1000n !== 0n || nanos.value < 1000n ||
+    nanos.value / 1000n > MAX_MICROS
+  ) {
     throw new RangeError(
       `wakuwaku: FixedWindow(${namespace}) window must be a whole number of microseconds from 1 µs to ${MAX_TEXT}, ` +
         `got ${decoded._tag === "Some" ? Duration.format(decoded.value) : String(window)}`

@@ -23,14 +23,20 @@ export const defaultEvery = (ttl: Duration.Duration): Duration.Duration =>
   Duration.millis(Math.max(1, Math.floor(Duration.toMillis(ttl) / 3)))
 
 /** @internal The renewal period: the option, checked (a `RangeError` names `what`), or a third of the lease. */
-export const every = (ttl: Duration.Duration, option: Duration.DurationInput | undefined, what: string): Duration.Duration =>
-  option === undefined ? defaultEvery(ttl) : positive(option, what)
+export const every = (
+  ttl: Duration.Duration,
+  option: Duration.DurationInput | undefined,
+  what: string
+): Duration.Duration => option === undefined ? defaultEvery(ttl) : positive(option, what)
 
 /** @internal */
 export interface Options<E, R> {
   readonly ttl: Duration.Duration
   readonly every: Duration.Duration
-  /** The client's time (ms) just before the request that took the lease was sent: the lease ran from then, at the latest. */
+  /**
+   * The client's time (ms) just before the request that took the lease was sent: the lease ran from then, at the
+   * latest.
+   */
   readonly since: number
   /** Restarts the lease: true when renewed, false when it was no longer ours. */
   readonly renew: Effect.Effect<boolean, E, R>

@@ -12,12 +12,16 @@ export const PREFIX = "@@wakuwaku"
 /** @internal The longest namespace, in characters. */
 export const MAX_NAMESPACE = 64
 
-const NAMESPACE = /^[A-Za-z0-9_.\-]{1,64}$/
+const NAMESPACE = /^[A-Za-z0-9_.-]{1,64}$/
 
 /** A value as an error message shows it: JSON, cut short when long. */
 export const preview = (value: unknown): string => {
   if (typeof value === "string" && value.length > 80) return `a string of ${value.length} characters`
-  if (typeof value === "bigint") return `${value}n`.length > 80 ? `a bigint of ${String(value).length} digits` : `${value}n`
+  if (typeof value === "bigint") {
+    return `${value}n`.length > 80
+      ? `a bigint of ${String(value).length} digits`
+      : `${value}n`
+  }
   try {
     const json = JSON.stringify(value)
     return json === undefined ? String(value) : json.length > 80 ? `${json.slice(0, 77)}...` : json
@@ -54,7 +58,9 @@ export const encodeName = (name: Redis.KeyName): Either.Either<string, string> =
   switch (typeof name) {
     case "string":
       // A UTF-16 code unit takes 1 to 3 bytes of UTF-8: check the cheap bounds before the exact one.
-      if (name.length > MAX_NAME_BYTES || (name.length * 3 > MAX_NAME_BYTES && Buffer.byteLength(name) > MAX_NAME_BYTES)) {
+      if (
+        name.length > MAX_NAME_BYTES || (name.length * 3 > MAX_NAME_BYTES && Buffer.byteLength(name) > MAX_NAME_BYTES)
+      ) {
         return Either.left(tooLong(Buffer.byteLength(name), "string"))
       }
       return LONE_SURROGATE.test(name)
@@ -73,7 +79,9 @@ export const encodeName = (name: Redis.KeyName): Either.Either<string, string> =
     default:
       if (!(name instanceof Uint8Array)) {
         return Either.left(
-          `a name must be a string, a safe integer, a bigint or a Uint8Array, got ${name === null ? "null" : typeof name}`
+          `a name must be a string, a safe integer, a bigint or a Uint8Array, got ${
+            name === null ? "null" : typeof name
+          }`
         )
       }
       return 2 * name.byteLength > MAX_NAME_BYTES

@@ -2,7 +2,6 @@
  * @internal What leased holders (Lock, RwLock) share: lease tokens, the acquisition policy, and holding a
  * lease in a scope (release on every exit, renewal in the background by keepAlive.ts, loss detection).
  */
-import { randomFillSync } from "node:crypto"
 import * as Clock from "effect/Clock"
 import * as Deferred from "effect/Deferred"
 import type * as Duration from "effect/Duration"
@@ -11,6 +10,7 @@ import * as Inspectable from "effect/Inspectable"
 import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
+import { randomFillSync } from "node:crypto"
 import type * as Lock from "../Lock.js"
 import type * as Redis from "../Redis.js"
 import { keepAlive } from "./keepAlive.js"
@@ -36,7 +36,10 @@ export interface Lease<R> {
   readonly extend: Effect.Effect<boolean, Redis.RedisError, R>
 }
 
-/** @internal The default wait: jittered exponential backoff from 10 ms, each pause at most 200 ms (capped after the jitter). */
+/**
+ * @internal The default wait: jittered exponential backoff from 10 ms, each pause at most 200 ms (capped after the
+ * jitter).
+ */
 export const backoff: Schedule.Schedule<unknown> = Schedule.exponential("10 millis").pipe(
   Schedule.jittered,
   Schedule.union(Schedule.spaced("200 millis"))
@@ -116,8 +119,10 @@ export const hold = <T extends Lease<R>, R>(
   })
 
 /** @internal Runs `effect` while the lease is held; a lost lease interrupts it and fails with LockLost. */
-export const using = <T, A, E, R>(held: Held<T>, effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | Lock.LockLost, R> =>
-  Effect.raceFirst(effect, held.lost)
+export const using = <T, A, E, R>(
+  held: Held<T>,
+  effect: Effect.Effect<A, E, R>
+): Effect.Effect<A, E | Lock.LockLost, R> => Effect.raceFirst(effect, held.lost)
 
 /** @internal A token: its secret lives only in the closures of `release` and `extend`. */
 export class Token<R> implements Lease<R>, Inspectable.Inspectable {

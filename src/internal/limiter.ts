@@ -8,8 +8,8 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
-import type * as Capability from "../Capability.js"
 import * as Admission_ from "../Admission.js"
+import type * as Capability from "../Capability.js"
 import * as Redis from "../Redis.js"
 import type * as Script from "../Script.js"
 import * as access from "./access.js"
@@ -47,7 +47,9 @@ export const admission = (reply: unknown): Either.Either<Admission, string> => {
   if (Array.isArray(reply) && reply.length === 3 && isInt(reply[0]) && isInt(reply[1]) && isInt(reply[2])) {
     const [allowed, retry, remaining] = reply as [number, number, number]
     if (allowed === 1) return Either.right(Admission.Allowed({ remaining }))
-    return Either.right(Admission.Denied({ retryAfter: retry < 0 ? Option.none() : Option.some(Duration.millis(retry)) }))
+    return Either.right(
+      Admission.Denied({ retryAfter: retry < 0 ? Option.none() : Option.some(Duration.millis(retry)) })
+    )
   }
   return Either.left("{allowed, retry_ms, remaining} or a remaining count")
 }
@@ -102,11 +104,14 @@ export class Limiter<Name extends Redis.KeyName, E extends Capability.AnyEntity>
   readonly reset = (name: Name): Effect.Effect<boolean, Failure, Redis.Redis | Capability.Write<E>> => {
     const k = this.keyOf("reset", name)
     if (typeof k !== "string") return Effect.fail(k)
-    return access.write(this.entity, (redis) =>
-      Effect.flatMap(redis.command("DEL", [k]), (reply) =>
-        reply === 0 || reply === 1
-          ? Effect.succeed(reply === 1)
-          : Effect.fail(unexpectedReply("DEL", reply, "1 or 0"))))
+    return access.write(
+      this.entity,
+      (redis) =>
+        Effect.flatMap(redis.command("DEL", [k]), (reply) =>
+          reply === 0 || reply === 1
+            ? Effect.succeed(reply === 1)
+            : Effect.fail(unexpectedReply("DEL", reply, "1 or 0")))
+    )
   }
 
   readonly peek = (name: Name): Effect.Effect<number, Failure, Redis.Redis | Capability.Read<E>> => {

@@ -73,7 +73,10 @@ export const ACQUIRE = define({
   many: { lua: `${FUNCTIONS}${manyLua("grant", 2, 2)}`, twin: manyTwin(grant, 2, 2) }
 })
 
-/** @internal Deletes the lock if the token holds it. KEYS[1] the owner key; ARGV[1] the token. Returns 1 or 0. Batched. */
+/**
+ * @internal Deletes the lock if the token holds it. KEYS[1] the owner key; ARGV[1] the token. Returns 1 or 0.
+ * Batched.
+ */
 export const RELEASE = define({
   name: "Lock.release",
   keys: 1,
@@ -152,7 +155,11 @@ export const wait = (options: {
 })
 
 /** @internal */
-export const scoped = <Name extends Redis.KeyName>(lock: Lock.Lock<Name>, name: Name, options: Lock.Options | undefined) => {
+export const scoped = <Name extends Redis.KeyName>(
+  lock: Lock.Lock<Name>,
+  name: Name,
+  options: Lock.Options | undefined
+) => {
   const label = `Lock(${lock.namespace})`
   const renewEvery = keepAlive.every(lock.ttl, options?.renewEvery, "renewEvery")
   const encoded = key.encodeNameOf(label, "withLock", name)
@@ -166,8 +173,7 @@ export const scoped = <Name extends Redis.KeyName>(lock: Lock.Lock<Name>, name: 
       lock.ttl,
       () => new Lock.LockUnavailable({ lock: label, name: encoded.right })
     ),
-    (granted) =>
-      lease.hold<Lock.LockToken, Lock.Requirements>(granted, lock.ttl, renewEvery, lostError(granted.token))
+    (granted) => lease.hold<Lock.LockToken, Lock.Requirements>(granted, lock.ttl, renewEvery, lostError(granted.token))
   )
 }
 

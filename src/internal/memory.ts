@@ -16,9 +16,9 @@ import type * as Scope from "effect/Scope"
 import * as Capability from "../Capability.js"
 import * as Redis from "../Redis.js"
 import * as Script from "../Script.js"
-import { checkKeys } from "./script.js"
 import { command, side, upper } from "./memory/commands.js"
 import { Db } from "./memory/keyspace.js"
+import { checkKeys } from "./script.js"
 
 /** The same symbol as `Redis.MemoryStoreTypeId`, made here: this module loads while Redis.ts does. */
 const MemoryStoreTypeId: Redis.MemoryStoreTypeId = Symbol.for("wakuwaku/MemoryStore") as Redis.MemoryStoreTypeId
@@ -78,15 +78,23 @@ const atNow = <A>(store: StoreImpl, operation: string, reason: Redis.RedisErrorR
 const blmove = (connection: Connection, store: StoreImpl, args: ReadonlyArray<string | number>) =>
   Effect.gen(function*() {
     const s = args.map(String)
-    if (s.length !== 5) return yield* Effect.fail(failure("Server", "BLMOVE", "ERR wrong number of arguments for 'blmove' command"))
+    if (s.length !== 5) {
+      return yield* Effect.fail(failure("Server", "BLMOVE", "ERR wrong number of arguments for 'blmove' command"))
+    }
     const [source, destination] = [s[0]!, s[1]!]
     const seconds = Number(s[4])
-    if (!(seconds >= 0)) return yield* Effect.fail(failure("Server", "BLMOVE", "ERR timeout is not a float or out of range"))
+    if (!(seconds >= 0)) {
+      return yield* Effect.fail(failure("Server", "BLMOVE", "ERR timeout is not a float or out of range"))
+    }
     const started = yield* Clock.currentTimeMillis
     while (true) {
       if (connection.closed) return yield* Effect.fail(closedError("BLMOVE"))
-      const moved = yield* atNow(store, "BLMOVE", "Server", () =>
-        store.db.lmove(source, destination, side(s[2]!), side(s[3]!)))
+      const moved = yield* atNow(
+        store,
+        "BLMOVE",
+        "Server",
+        () => store.db.lmove(source, destination, side(s[2]!), side(s[3]!))
+      )
       if (moved !== null) return moved
       const left = seconds === 0 ? Infinity : started + seconds * 1000 - (yield* Clock.currentTimeMillis)
       if (left <= 0) return null
@@ -153,7 +161,9 @@ export const make = (store: Redis.MemoryStore): Redis.Service => {
       if (wrong !== undefined) return Effect.dieMessage(wrong)
       const run = script.twin
       if (run === undefined) {
-        return Effect.fail(failure("Script", `script ${script.name}`, `NOSCRIPT the memory backend has no twin of script ${script.name}`))
+        return Effect.fail(
+          failure("Script", `script ${script.name}`, `NOSCRIPT the memory backend has no twin of script ${script.name}`)
+        )
       }
       return Effect.mapError(
         atNow(impl, `script ${script.name}`, "Script", () => run(impl.db, keys, args)),
@@ -167,7 +177,11 @@ export const make = (store: Redis.MemoryStore): Redis.Service => {
 
 /** An error raised inside a twin reads as Redis words one raised inside a script. */
 const scriptCause = (script: Script.Script<unknown>, cause: unknown) =>
-  new Script.ReplyError(`${cause instanceof Error ? cause.message : String(cause)} script: ${script.sha1}, on @user_script (memory twin of ${script.name})`)
+  new Script.ReplyError(
+    `${
+      cause instanceof Error ? cause.message : String(cause)
+    } script: ${script.sha1}, on @user_script (memory twin of ${script.name})`
+  )
 
 /** @internal */
 export const layer = <Access extends "ReadWrite" | "ReadOnly">(
@@ -176,7 +190,9 @@ export const layer = <Access extends "ReadWrite" | "ReadOnly">(
 ): Layer.Layer<Access extends "ReadWrite" ? Redis.ReadWrite : Redis.ReadOnly> => {
   const every = Duration.decode(options?.sweepInterval ?? "1 second")
   if (!Duration.isFinite(every) || Duration.toMillis(every) <= 0) {
-    throw new RangeError(`wakuwaku: Redis.layerMemory sweepInterval must be a positive finite duration, got ${Duration.format(every)}`)
+    throw new RangeError(
+      `wakuwaku: Redis.layerMemory sweepInterval must be a positive finite duration, got ${Duration.format(every)}`
+    )
   }
   validMaxKeys(options?.maxKeys)
   const service = Layer.scoped(

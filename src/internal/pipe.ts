@@ -57,7 +57,9 @@ export const lossOf = (value: unknown, path: string, parents: Array<object>): st
     }
     const proto = Object.getPrototypeOf(object)
     if (proto !== Object.prototype && proto !== null) {
-      const kind = typeof proto?.constructor === "function" && proto.constructor.name !== "" ? proto.constructor.name : "object"
+      const kind = typeof proto?.constructor === "function" && proto.constructor.name !== ""
+        ? proto.constructor.name
+        : "object"
       return `${path} is an instance of ${kind}, which JSON does not keep`
     }
     if (Object.getOwnPropertySymbols(object).length > 0) return `${path} has symbol keys, which JSON drops`
@@ -110,7 +112,10 @@ class PipeImpl<Name extends Redis.KeyName, A> implements Pipe.Pipe<Name, A> {
       : { message: `the message would not arrive as sent: ${loss}` }
   }
 
-  readonly send = (name: Name, message: A): Effect.Effect<void, Redis.RedisError | Redis.InvalidInput, Pipe.Requirements> => {
+  readonly send = (
+    name: Name,
+    message: A
+  ): Effect.Effect<void, Redis.RedisError | Redis.InvalidInput, Pipe.Requirements> => {
     const keys = this.keys("send", name)
     if (Either.isLeft(keys)) return Effect.fail(keys.left)
     const payload = this.payload(message)

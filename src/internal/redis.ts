@@ -112,7 +112,6 @@ export const layerClient = (client: IORedis | Cluster): Layer.Layer<Redis.ReadWr
 export const layerClientReadOnly = (client: IORedis | Cluster): Layer.Layer<Redis.ReadOnly> =>
   Layer.merge(Layer.succeed(Redis.Redis, client_.make(client)), Capability.ReadOnly)
 
-
 /** @internal An owned cluster client: connected in the scope (ready), quit (with a timeout) when it closes. */
 export const layerCluster = <Access extends "ReadWrite" | "ReadOnly">(
   options: Redis.ClusterOptions,
@@ -139,7 +138,8 @@ export const layerCluster = <Access extends "ReadWrite" | "ReadOnly">(
         Effect.interruptible,
         Effect.timeoutFail({
           duration: timeout,
-          onTimeout: () => redisError("connect", new Error(`connect ETIMEDOUT: the cluster was not ready within ${timeout} ms`))
+          onTimeout: () =>
+            redisError("connect", new Error(`connect ETIMEDOUT: the cluster was not ready within ${timeout} ms`))
         }),
         Effect.onExit((exit) => Exit.isSuccess(exit) ? Effect.void : Effect.sync(() => cluster.disconnect())),
         Effect.as(cluster)

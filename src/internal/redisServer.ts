@@ -1,14 +1,14 @@
 /** @internal */
-import { type ChildProcess, spawn } from "node:child_process"
-import { existsSync, mkdtempSync, rmSync } from "node:fs"
-import { createServer } from "node:net"
-import { tmpdir } from "node:os"
-import { delimiter, join } from "node:path"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type * as Scope from "effect/Scope"
 import { Redis as IORedis } from "ioredis"
+import { type ChildProcess, spawn } from "node:child_process"
+import { existsSync, mkdtempSync, rmSync } from "node:fs"
+import { createServer } from "node:net"
+import { tmpdir } from "node:os"
+import { delimiter, join } from "node:path"
 import * as Redis from "../Redis.js"
 import * as RedisServer from "../RedisServer.js"
 import { toMillis } from "./duration.js"
@@ -39,8 +39,19 @@ type Attempt = { readonly _tag: "Started"; readonly child: ChildProcess } | { re
 const spawnOnce = (binary: string, port: number, args: ReadonlyArray<string>, timeoutMs: number) =>
   Effect.async<Attempt, RedisServer.RedisServerError>((resume) => {
     const argv = [
-      "--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-      "--daemonize", "no", "--logfile", "", ...args
+      "--port",
+      String(port),
+      "--bind",
+      "127.0.0.1",
+      "--save",
+      "",
+      "--appendonly",
+      "no",
+      "--daemonize",
+      "no",
+      "--logfile",
+      "",
+      ...args
     ]
     // With setpriv the server gets SIGKILL when this process dies, however it dies.
     const child = onPath("setpriv")
@@ -101,14 +112,23 @@ export const make = (
 ): Effect.Effect<RedisServer.RedisServer, RedisServer.RedisServerError, Scope.Scope> => {
   const binary = options.binary ?? "redis-server"
   const timeoutMs = toMillis(options.startTimeout ?? "10 seconds")
-  const attempt = (left: number, dir: string): Effect.Effect<ChildProcess & { port: number }, RedisServer.RedisServerError> =>
-    Effect.flatMap(options.port === undefined ? freePort : Effect.succeed(options.port), (port) =>
-      Effect.flatMap(spawnOnce(binary, port, ["--dir", dir, ...(options.args ?? []), ...argsOf(port)], timeoutMs), (result) => {
-        if (result._tag === "Started") return Effect.succeed(Object.assign(result.child, { port }))
-        return left > 1 && options.port === undefined
-          ? attempt(left - 1, dir)
-          : Effect.fail(failure("StartFailed", `port ${port}: ${IN_USE}`))
-      }))
+  const attempt = (
+    left: number,
+    dir: string
+  ): Effect.Effect<ChildProcess & { port: number }, RedisServer.RedisServerError> =>
+    Effect.flatMap(
+      options.port === undefined ? freePort : Effect.succeed(options.port),
+      (port) =>
+        Effect.flatMap(
+          spawnOnce(binary, port, ["--dir", dir, ...(options.args ?? []), ...argsOf(port)], timeoutMs),
+          (result) => {
+            if (result._tag === "Started") return Effect.succeed(Object.assign(result.child, { port }))
+            return left > 1 && options.port === undefined
+              ? attempt(left - 1, dir)
+              : Effect.fail(failure("StartFailed", `port ${port}: ${IN_USE}`))
+          }
+        )
+    )
   return Effect.suspend(() =>
     onPath(binary) || binary.includes("/")
       ? Effect.flatMap(
@@ -140,8 +160,11 @@ export const layer = (
   client: Omit<Redis.Options, "url"> = {}
 ): Layer.Layer<Redis.ReadWrite | RedisServer.RedisServer, RedisServer.RedisServerError | Redis.RedisError> =>
   Layer.unwrapScoped(
-    Effect.map(make(options), (server) =>
-      Layer.merge(Layer.succeed(RedisServer.RedisServer, server), redis.layer({ ...client, url: server.url })))
+    Effect.map(
+      make(options),
+      (server) =>
+        Layer.merge(Layer.succeed(RedisServer.RedisServer, server), redis.layer({ ...client, url: server.url }))
+    )
   )
 
 /** @internal Runs a command to completion; fails with its output when it exits non-zero. */
@@ -158,7 +181,9 @@ const run = (command: string, args: ReadonlyArray<string>, timeoutMs: number) =>
       resume(
         code === 0
           ? Effect.succeed(output)
-          : Effect.fail(failure("StartFailed", `${command} ${args.join(" ")} exited with ${code}: ${output.trim().slice(-500)}`))
+          : Effect.fail(
+            failure("StartFailed", `${command} ${args.join(" ")} exited with ${code}: ${output.trim().slice(-500)}`)
+          )
       )
     })
     return Effect.sync(() => {
@@ -169,7 +194,10 @@ const run = (command: string, args: ReadonlyArray<string>, timeoutMs: number) =>
 
 /** A call to a node while the cluster forms; a failure is StartFailed, with what was being done. */
 const ask = <A>(what: string, call: () => Promise<A>) =>
-  Effect.tryPromise({ try: call, catch: (cause) => failure("StartFailed", `${what}: ${cause instanceof Error ? cause.message : String(cause)}`) })
+  Effect.tryPromise({
+    try: call,
+    catch: (cause) => failure("StartFailed", `${what}: ${cause instanceof Error ? cause.message : String(cause)}`)
+  })
 
 /**
  * Polls `check` every 50 ms until it holds, for at most `timeoutMs` of Effect's clock. A failing check
@@ -195,7 +223,12 @@ export const makeCluster = (
     const replicas = options.replicasPerMaster ?? 1
     const timeoutMs = toMillis(options.startTimeout ?? "30 seconds")
     if (!Number.isSafeInteger(masters) || masters < 3 || !Number.isSafeInteger(replicas) || replicas < 0) {
-      return yield* Effect.fail(failure("StartFailed", `a cluster needs at least 3 masters and 0 or more replicas each, got ${masters} and ${replicas}`))
+      return yield* Effect.fail(
+        failure(
+          "StartFailed",
+          `a cluster needs at least 3 masters and 0 or more replicas each, got ${masters} and ${replicas}`
+        )
+      )
     }
     // Each node's cluster state lives in a file of this directory, deleted with the cluster.
     const dir = yield* Effect.acquireRelease(
@@ -204,36 +237,63 @@ export const makeCluster = (
     )
     const nodes = yield* Effect.all(
       Array.from({ length: masters * (1 + replicas) }, (_, i) =>
-        make({ ...(options.binary === undefined ? {} : { binary: options.binary }), args: [
-          "--cluster-enabled", "yes",
-          "--cluster-config-file", join(dir, `nodes-${i}.conf`),
-          "--cluster-node-timeout", "2000",
-          "--repl-diskless-sync-delay", "0"
-        ] }, (port) => ["--cluster-port", String(port + 100)])),
+        make({
+          ...(options.binary === undefined ? {} : { binary: options.binary }),
+          args: [
+            "--cluster-enabled",
+            "yes",
+            "--cluster-config-file",
+            join(dir, `nodes-${i}.conf`),
+            "--cluster-node-timeout",
+            "2000",
+            "--repl-diskless-sync-delay",
+            "0"
+          ]
+        }, (port) => ["--cluster-port", String(port + 100)])),
       { concurrency: "unbounded" }
     )
     yield* run("redis-cli", [
-      "--cluster", "create", ...nodes.map((node) => `${node.host}:${node.port}`),
-      "--cluster-replicas", String(replicas), "--cluster-yes"
+      "--cluster",
+      "create",
+      ...nodes.map((node) => `${node.host}:${node.port}`),
+      "--cluster-replicas",
+      String(replicas),
+      "--cluster-yes"
     ], timeoutMs)
     const clients = yield* Effect.acquireRelease(
-      Effect.sync(() => nodes.map((node) => new IORedis(node.port, node.host, { lazyConnect: true, maxRetriesPerRequest: 1 }))),
+      Effect.sync(() =>
+        nodes.map((node) => new IORedis(node.port, node.host, { lazyConnect: true, maxRetriesPerRequest: 1 }))
+      ),
       (clients) => Effect.sync(() => clients.forEach((client) => client.disconnect()))
     )
     yield* until("cluster_state:ok on every node", timeoutMs, async () =>
-      (await Promise.all(clients.map((client) => client.cluster("INFO")))).every((info) => String(info).includes("cluster_state:ok")))
-    const roles = yield* ask("INFO replication", () => Promise.all(clients.map((client) => client.info("replication"))))
+      (await Promise.all(clients.map((client) =>
+        client.cluster("INFO")
+      ))).every((info) =>
+        String(info).includes("cluster_state:ok")
+      ))
+    const roles = yield* ask("INFO replication", () =>
+      Promise.all(clients.map((client) => client.info("replication"))))
     const isReplica = roles.map((info) => String(info).includes("role:slave"))
     yield* until("every replica's master_link_status:up", timeoutMs, async () =>
-      (await Promise.all(clients.filter((_, i) => isReplica[i]).map((client) => client.info("replication"))))
+      (await Promise.all(
+        clients.filter((_, i) => isReplica[i]).map((client) => client.info("replication"))
+      ))
         .every((info) => String(info).includes("master_link_status:up")))
     if (replicas > 0) {
       // CLUSTER SLOTS lists a replica only once its replication offset is not 0, which takes one write
       // on its master: without it a client would see no replica to read from (scaleReads).
-      yield* ask("FLUSHALL on the masters", () => Promise.all(clients.filter((_, i) => !isReplica[i]).map((client) => client.flushall())))
+      yield* ask(
+        "FLUSHALL on the masters",
+        () => Promise.all(clients.filter((_, i) => !isReplica[i]).map((client) => client.flushall()))
+      )
       yield* until("every replica listed in CLUSTER SLOTS", timeoutMs, async () =>
-        (await Promise.all(clients.map((client) => client.cluster("SLOTS") as Promise<Array<Array<unknown>>>)))
-          .every((ranges) => ranges.every((range) => range.length >= 3 + replicas)))
+        (await Promise.all(clients.map((client) =>
+          client.cluster("SLOTS") as Promise<Array<Array<unknown>>>
+        )))
+          .every((ranges) =>
+            ranges.every((range) => range.length >= 3 + replicas)
+          ))
     }
     return Object.freeze({
       nodes,

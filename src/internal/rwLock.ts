@@ -261,19 +261,22 @@ class RwLockImpl<Name extends Redis.KeyName> implements RwLock.RwLock<Name> {
     const keys = this.keys(operation, name)
     if (Either.isLeft(keys)) return Effect.fail(keys.left)
     const { fence, intent, name: encoded, readers, writer } = keys.right
-    return access.write(entity, (redis) =>
-      runOn(redis, WRITE, [writer, readers, intent, fence], [secret, this.leaseMillis, intend ? "1" : "0"]).pipe(
-        Effect.map(Option.map((fence): RwLock.WriteToken =>
-          new lease.Token(
-            "LockToken",
-            this.namespace,
-            encoded,
-            fence,
-            access.write(entity, (redis) => runOn(redis, WRITE_RELEASE, [writer, readers], [secret])),
-            access.write(entity, (redis) => runOn(redis, WRITE_EXTEND, [writer, readers], [secret, this.leaseMillis]))
-          ) as RwLock.WriteToken
-        ))
-      ))
+    return access.write(
+      entity,
+      (redis) =>
+        runOn(redis, WRITE, [writer, readers, intent, fence], [secret, this.leaseMillis, intend ? "1" : "0"]).pipe(
+          Effect.map(Option.map((fence): RwLock.WriteToken =>
+            new lease.Token(
+              "LockToken",
+              this.namespace,
+              encoded,
+              fence,
+              access.write(entity, (redis) => runOn(redis, WRITE_RELEASE, [writer, readers], [secret])),
+              access.write(entity, (redis) => runOn(redis, WRITE_EXTEND, [writer, readers], [secret, this.leaseMillis]))
+            ) as RwLock.WriteToken
+          ))
+        )
+    )
   }
 
   readonly tryWrite = (
@@ -317,8 +320,12 @@ const held = <Name extends Redis.KeyName, T extends lease.Lease<RwLock.Requireme
       () => new Lock.LockUnavailable({ lock: label, name: encoded.right })
     ),
     (granted) =>
-      lease.hold<T, RwLock.Requirements>(granted, rw.ttl, renewEvery, (reason) =>
-        new Lock.LockLost({ lock: label, name: encoded.right, fence: fence(granted.token), reason }))
+      lease.hold<T, RwLock.Requirements>(
+        granted,
+        rw.ttl,
+        renewEvery,
+        (reason) => new Lock.LockLost({ lock: label, name: encoded.right, fence: fence(granted.token), reason })
+      )
   )
 }
 

@@ -3,9 +3,9 @@
  * with the one "unexpected reply" error), the batch helpers, and the registry of the library's own
  * scripts, which test/scripts.test.ts enumerates.
  */
-import { createHash } from "node:crypto"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
+import { createHash } from "node:crypto"
 import * as Redis from "../Redis.js"
 import type * as Script from "../Script.js"
 
@@ -24,7 +24,9 @@ const check = (options: { readonly name: string; readonly keys: number }) => {
     throw new TypeError(`wakuwaku: a script needs a name, got ${JSON.stringify(options.name)}`)
   }
   if (!Number.isSafeInteger(options.keys) || options.keys < 0) {
-    throw new TypeError(`wakuwaku: script ${options.name} must declare a non-negative integer of keys, got ${String(options.keys)}`)
+    throw new TypeError(
+      `wakuwaku: script ${options.name} must declare a non-negative integer of keys, got ${String(options.keys)}`
+    )
   }
 }
 
@@ -122,7 +124,8 @@ export const run = <A>(
   script: Script.Script<A>,
   keys: ReadonlyArray<string>,
   args: ReadonlyArray<string>
-): Effect.Effect<A, Redis.RedisError, Redis.Redis> => Effect.flatMap(Redis.Redis, (redis) => runOn(redis, script, keys, args))
+): Effect.Effect<A, Redis.RedisError, Redis.Redis> =>
+  Effect.flatMap(Redis.Redis, (redis) => runOn(redis, script, keys, args))
 
 /** @internal */
 export const manyLua = (fn: string, keys: number, args: number, shared = 0): string => {
@@ -149,19 +152,20 @@ return replies
 }
 
 /** @internal */
-export const manyTwin = (twin: Script.Twin, keys: number, args: number, shared = 0): Script.Twin => (db, allKeys, allArgs) => {
-  const replies: Array<Script.Reply> = []
-  const common = allArgs.slice(0, shared)
-  for (let i = 0; i < allKeys.length / keys; i++) {
-    try {
-      const own = allArgs.slice(shared + i * args, shared + (i + 1) * args)
-      replies.push(twin(db, allKeys.slice(i * keys, (i + 1) * keys), shared > 0 ? [...common, ...own] : own))
-    } catch (cause) {
-      replies.push(cause instanceof Error ? cause : new Error(String(cause)))
+export const manyTwin =
+  (twin: Script.Twin, keys: number, args: number, shared = 0): Script.Twin => (db, allKeys, allArgs) => {
+    const replies: Array<Script.Reply> = []
+    const common = allArgs.slice(0, shared)
+    for (let i = 0; i < allKeys.length / keys; i++) {
+      try {
+        const own = allArgs.slice(shared + i * args, shared + (i + 1) * args)
+        replies.push(twin(db, allKeys.slice(i * keys, (i + 1) * keys), shared > 0 ? [...common, ...own] : own))
+      } catch (cause) {
+        replies.push(cause instanceof Error ? cause : new Error(String(cause)))
+      }
     }
+    return replies
   }
-  return replies
-}
 
 // Common decoders.
 
@@ -178,5 +182,7 @@ export const ignore = (_: unknown): Either.Either<void, string> => Either.void
  */
 export const checkKeys = (script: Script.Script<unknown>, keys: ReadonlyArray<string>): string | undefined =>
   (script.variadic ? keys.length === 0 || keys.length % script.keys !== 0 : keys.length !== script.keys)
-    ? `wakuwaku: script ${script.name} declares ${script.keys} keys${script.variadic ? " per call" : ""}, got ${keys.length}`
+    ? `wakuwaku: script ${script.name} declares ${script.keys} keys${
+      script.variadic ? " per call" : ""
+    }, got ${keys.length}`
     : undefined

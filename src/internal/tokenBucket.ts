@@ -17,7 +17,8 @@ export const entity = Object.freeze({ kind: KIND }) as TokenBucket.Entity
 export const TypeId: TokenBucket.TypeId = Symbol.for("wakuwaku/TokenBucket") as TokenBucket.TypeId
 
 /** @internal */
-export const isTokenBucket = (u: unknown): u is TokenBucket.TokenBucket<never> => typeof u === "object" && u !== null && TypeId in u
+export const isTokenBucket = (u: unknown): u is TokenBucket.TokenBucket<never> =>
+  typeof u === "object" && u !== null && TypeId in u
 
 /**
  * @internal Lua shared by the scripts. A bucket's parameters travel as one ARGV string, its shape:
@@ -131,8 +132,8 @@ const acquireTwin: Script.Twin = (db, keys, argv) => take(db, keys[0]!, shapeOf(
  * KEYS[1] the bucket; ARGV[1] its shape "<capacity> <tokens per period> <period µs>", ARGV[2] the cost
  * (whole tokens).
  * Returns {1, 0, floor(remaining)} if allowed, {0, retry_ms, floor(tokens)} if denied, retry_ms -1 when
- * cost > capacity (never). Calls made together are batched: its `many` variant runs many acquires at one server time, each
- * protected; it replies, per call, remaining when allowed (an integer, not a table: Redis replies about
+ * cost > capacity (never). Calls made together are batched: its `many` variant runs many acquires at one server
+ * time, each protected; it replies, per call, remaining when allowed (an integer, not a table: Redis replies about
  * 1 µs sooner), {0, retry_ms, remaining} when denied, or an error reply.
  */
 export const ACQUIRE = define({
@@ -142,7 +143,10 @@ export const ACQUIRE = define({
 `,
   twin: acquireTwin,
   decode: limiter.admission,
-  many: { lua: `${FUNCTIONS}${limiter.ACQUIRE_CALL("shape")}${manyLua("call", 1, 2)}`, twin: manyTwin(limiter.compact(acquireTwin), 1, 2) }
+  many: {
+    lua: `${FUNCTIONS}${limiter.ACQUIRE_CALL("shape")}${manyLua("call", 1, 2)}`,
+    twin: manyTwin(limiter.compact(acquireTwin), 1, 2)
+  }
 })
 
 /**

@@ -25,17 +25,26 @@
  * Also printed: the CPU other processes used meanwhile (/proc/stat minus this process and the server),
  * which tells whether the machine was quiet.
  */
-import { randomBytes } from "node:crypto"
-import { availableParallelism } from "node:os"
-import { performance } from "node:perf_hooks"
 import { Effect, Layer, Option } from "effect"
 import type { Context } from "effect"
 import { Redis as IORedis } from "ioredis"
+import { randomBytes } from "node:crypto"
+import { availableParallelism } from "node:os"
+import { performance } from "node:perf_hooks"
 import { Mutex } from "redis-semaphore"
 import { Lock, Redis } from "wakuwaku"
-import * as RedisServer from "wakuwaku/RedisServer"
 import { ACQUIRE, RELEASE } from "wakuwaku/internal/lock"
-import { clockTicks, machineTicks, median, percentile, plainClient, otherCpuLine, processTicks, stat } from "./measure.js"
+import * as RedisServer from "wakuwaku/RedisServer"
+import {
+  clockTicks,
+  machineTicks,
+  median,
+  otherCpuLine,
+  percentile,
+  plainClient,
+  processTicks,
+  stat
+} from "./measure.js"
 
 /** `--quick` (development): fewer round trips, 2 timed rounds. */
 const QUICK = process.argv.includes("--quick")
@@ -64,8 +73,10 @@ const wakuRoundTrip = (name: string) =>
   Effect.flatMap(JOBS.tryLock(name), (token) =>
     Option.isNone(token)
       ? Effect.dieMessage(`wakuwaku: ${name} was not granted`)
-      : Effect.flatMap(token.value.release, (released) =>
-        released ? Effect.void : Effect.dieMessage(`wakuwaku: ${name} was not released`)))
+      : Effect.flatMap(
+        token.value.release,
+        (released) => released ? Effect.void : Effect.dieMessage(`wakuwaku: ${name} was not released`)
+      ))
 
 /** 64 fibers, each locking and unlocking its own name in a loop. */
 const wakuThroughput = (env: Env): Promise<void> => {
@@ -256,7 +267,9 @@ const measure = async (server: RedisServer.RedisServer, env: Env, client: IORedi
     for (const contender of contenders) {
       const l = await timeLatency(contender)
       contender.latencies.push(l)
-      console.log(`round ${round} latency    ${contender.label}: p50 ${l.p50Us.toFixed(1)} µs, p99 ${l.p99Us.toFixed(1)} µs`)
+      console.log(
+        `round ${round} latency    ${contender.label}: p50 ${l.p50Us.toFixed(1)} µs, p99 ${l.p99Us.toFixed(1)} µs`
+      )
     }
   }
   // Nothing is left held: every lock was released.
@@ -264,7 +277,8 @@ const measure = async (server: RedisServer.RedisServer, env: Env, client: IORedi
     (await client.keys(`mutex:${SEMAPHORE_PREFIX}*`)).length
   await flush()
   const nodeCpu = process.cpuUsage(nodeBefore)
-  const otherSeconds = (machineTicks() - machineBefore - (processTicks(server.pid) - redisTicksBefore)) / ticksPerSecond -
+  const otherSeconds =
+    (machineTicks() - machineBefore - (processTicks(server.pid) - redisTicksBefore)) / ticksPerSecond -
     (nodeCpu.user + nodeCpu.system) / 1e6
   console.log(
     `\nlocks left held after the rounds: ${held}` +
@@ -277,7 +291,9 @@ const measure = async (server: RedisServer.RedisServer, env: Env, client: IORedi
   })
 
   console.log("\nmedian over rounds (min–max):\n")
-  console.log("| contender | round trips/s (64 names) | p50 µs | p99 µs | Node CPU µs/round trip | Redis CPU µs/round trip |")
+  console.log(
+    "| contender | round trips/s (64 names) | p50 µs | p99 µs | Node CPU µs/round trip | Redis CPU µs/round trip |"
+  )
   console.log("|---|---:|---:|---:|---:|---:|")
   for (const c of contenders) {
     console.log(
@@ -312,7 +328,9 @@ const program = Effect.scoped(
     const client = yield* plainClient(server.url)
     for (const script of [ACQUIRE, RELEASE]) {
       const sha1 = yield* Effect.promise(() => client.script("LOAD", script.lua))
-      if (sha1 !== script.sha1) yield* Effect.dieMessage(`SCRIPT LOAD returned ${String(sha1)}, expected ${script.sha1}`)
+      if (sha1 !== script.sha1) {
+        yield* Effect.dieMessage(`SCRIPT LOAD returned ${String(sha1)}, expected ${script.sha1}`)
+      }
     }
     yield* Effect.promise(() => measure(server, env, client))
   })

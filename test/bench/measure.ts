@@ -1,8 +1,8 @@
 /** What the benchmarks share: CPU readings from /proc, percentiles and medians, a plain client. */
-import { execFileSync } from "node:child_process"
-import { readFileSync } from "node:fs"
 import { Effect } from "effect"
 import { Redis as IORedis } from "ioredis"
+import { execFileSync } from "node:child_process"
+import { readFileSync } from "node:fs"
 
 /** Clock ticks per second (`getconf CLK_TCK`), 100 if unknown. */
 export const clockTicks = (): number => {

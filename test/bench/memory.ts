@@ -20,9 +20,9 @@
  *    show what a key with a TTL costs at the least here, whatever the library stores.
  * `--quick` runs the same measurement: it is short already (about 20 s).
  */
-import { performance } from "node:perf_hooks"
 import { Effect, Layer } from "effect"
 import type { Redis as IORedis } from "ioredis"
+import { performance } from "node:perf_hooks"
 import { Rate, Redis, TokenBucket } from "wakuwaku"
 import * as RedisServer from "wakuwaku/RedisServer"
 import { plainClient } from "./measure.js"
@@ -48,7 +48,10 @@ const program = Effect.scoped(
     const env = yield* Layer.build(Redis.layer({ url: server.url }))
     const client = yield* plainClient(server.url)
     const takeOnce = (n: number) =>
-      Effect.forEach(indices.slice(0, n), (i) => BUCKET.acquire(`user-${i}`, 1), { concurrency: IN_FLIGHT, discard: true })
+      Effect.forEach(indices.slice(0, n), (i) => BUCKET.acquire(`user-${i}`, 1), {
+        concurrency: IN_FLIGHT,
+        discard: true
+      })
         .pipe(Effect.provide(env))
 
     yield* takeOnce(1000)
@@ -63,7 +66,9 @@ const program = Effect.scoped(
     const keys = yield* Effect.promise(() => client.dbsize())
     const perBucket = (after - baseline) / BUCKETS
     console.log(
-      `memory: ${BUCKETS} buckets taken from once in ${(createdMs / 1000).toFixed(1)} s; DBSIZE ${baseKeys} → ${keys}; ` +
+      `memory: ${BUCKETS} buckets taken from once in ${
+        (createdMs / 1000).toFixed(1)
+      } s; DBSIZE ${baseKeys} → ${keys}; ` +
         `used_memory ${baseline} → ${after} B: ${perBucket.toFixed(1)} B per bucket ` +
         `(target ≤ ${TARGET_BYTES} B): ${perBucket <= TARGET_BYTES ? "MET" : "MISSED"}`
     )
@@ -88,7 +93,9 @@ const program = Effect.scoped(
     const back = now.keys === baseKeys && Math.abs(now.memory - baseline) <= TOLERANCE
     console.log(
       `memory: full again after ${waited.toFixed(1)} s: DBSIZE ${now.keys}, used_memory ${now.memory} B ` +
-        `(${now.memory - baseline >= 0 ? "+" : ""}${now.memory - baseline} B against the baseline; tolerance ±${TOLERANCE} B): ` +
+        `(${now.memory - baseline >= 0 ? "+" : ""}${
+          now.memory - baseline
+        } B against the baseline; tolerance ±${TOLERANCE} B): ` +
         `${back ? "MET" : "FAILED"}`
     )
     if (!back) yield* Effect.dieMessage("DBSIZE and used_memory did not return to the baseline")
@@ -98,9 +105,19 @@ const program = Effect.scoped(
     console.log("|---|---|---:|")
     const floors: ReadonlyArray<readonly [string, string, (i: number) => string, string]> = [
       ["`k<i>` (2–6 B)", "`1` (a shared integer: no allocation)", (i) => `k${i}`, "1"],
-      ["`m:user-<i>` (8–12 B: namespace and name, no prefix)", "`1796046751052900` (one integer)", (i) => `m:user-${i}`, "1796046751052900"],
+      [
+        "`m:user-<i>` (8–12 B: namespace and name, no prefix)",
+        "`1796046751052900` (one integer)",
+        (i) => `m:user-${i}`,
+        "1796046751052900"
+      ],
       ["`m:user-<i>`", "`9 1796046751052900` (the library's 18 B)", (i) => `m:user-${i}`, "9 1796046751052900"],
-      ["`@@wakuwaku:TokenBucket:m:user-<i>` (the library's)", "`9 1796046751052900`", (i) => `@@wakuwaku:TokenBucket:m:user-${i}`, "9 1796046751052900"]
+      [
+        "`@@wakuwaku:TokenBucket:m:user-<i>` (the library's)",
+        "`9 1796046751052900`",
+        (i) => `@@wakuwaku:TokenBucket:m:user-${i}`,
+        "9 1796046751052900"
+      ]
     ]
     for (const [keyLabel, valueLabel, keyOf, value] of floors) {
       const bytes = yield* Effect.promise(async () => {

@@ -22,11 +22,11 @@
  * or the benchmark stops. Every round starts from an empty database (FLUSHALL, untimed). One untimed
  * warm-up round per contender and shape, then 5 timed rounds; medians with min–max.
  */
-import { availableParallelism } from "node:os"
-import { performance } from "node:perf_hooks"
 import { Channel, Chunk, Effect, Either, Layer, Schema, Stream } from "effect"
 import type { Context } from "effect"
 import { Redis as IORedis } from "ioredis"
+import { availableParallelism } from "node:os"
+import { performance } from "node:perf_hooks"
 import { Pipe, Redis } from "wakuwaku"
 import { FETCH, OPEN, SEND } from "wakuwaku/internal/pipe/scripts"
 import * as RedisServer from "wakuwaku/RedisServer"
@@ -64,9 +64,12 @@ const wakuPipe = (name: string, count: number, delivery: Delivery) => {
     body: () => PIPE.send(name, { seq: sent++, body: BODY }),
     step: () => {}
   })
-  return Effect.zipRight(Effect.all([receive, send], { concurrency: 2, discard: true }), Effect.sync(() => {
-    if (expected !== count) throw new Error(`${name}: ${expected} of ${count} arrived`)
-  }))
+  return Effect.zipRight(
+    Effect.all([receive, send], { concurrency: 2, discard: true }),
+    Effect.sync(() => {
+      if (expected !== count) throw new Error(`${name}: ${expected} of ${count} arrived`)
+    })
+  )
 }
 
 const wakuRound = (env: Env, pipes: number, delivery: Delivery): Promise<void> =>
@@ -113,7 +116,10 @@ const floorPipe = async (client: IORedis, blocking: IORedis, name: string, count
   /** The next payload: from what the last FETCH moved, else a FETCH (every 64), else a BLMOVE. */
   const nextRaw = async (): Promise<string> => {
     while (buffer.length === 0 && done - dropped >= 64) {
-      buffer = (await client.evalsha(FETCH.sha1, 3, receiver, inflight, messages, "token", String(done), "64")) as Array<string>
+      buffer =
+        (await client.evalsha(FETCH.sha1, 3, receiver, inflight, messages, "token", String(done), "64")) as Array<
+          string
+        >
       dropped = done
     }
     done++
@@ -146,7 +152,10 @@ const floorPipe = async (client: IORedis, blocking: IORedis, name: string, count
     step: () => {}
   })
   const pull = Effect.async<Message>((resume) => {
-    nextRaw().then((raw) => resume(Effect.succeed(Either.getOrThrow(decode(raw)))), (e: unknown) => resume(Effect.die(e)))
+    nextRaw().then(
+      (raw) => resume(Effect.succeed(Either.getOrThrow(decode(raw)))),
+      (e: unknown) => resume(Effect.die(e))
+    )
   })
   // A stream of one message per chunk, as a looping channel: the cheapest construction measured.
   const loop: Channel.Channel<Chunk.Chunk<Message>> = Channel.flatMap(
@@ -226,7 +235,9 @@ const measure = async (env: Env, client: IORedis, blocking: ReadonlyArray<IORedi
   for (const pipes of SHAPES) {
     const ratio = median(waku!.results.get(pipes)!) / median(raw!.results.get(pipes)!)
     console.log(
-      `- ${pipes} pipe(s): at-most-once/raw = ${ratio.toFixed(2)}× (target ≥ 0.8×): ${ratio >= 0.8 ? "MET" : "MISSED"}; ` +
+      `- ${pipes} pipe(s): at-most-once/raw = ${ratio.toFixed(2)}× (target ≥ 0.8×): ${
+        ratio >= 0.8 ? "MET" : "MISSED"
+      }; ` +
         `at-least-once/raw = ${over(least, pipes)}× (no target); floors over raw: the scripts alone ` +
         `${over(scripts, pipes)}×, in bare Effect + Stream + schema ${over(bare, pipes)}×`
     )

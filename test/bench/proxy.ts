@@ -59,7 +59,11 @@ interface Running {
 
 /** Spawns a server that dies with this process (setpriv --pdeathsig), keeping its output. */
 const start = (command: string, args: ReadonlyArray<string>, env: NodeJS.ProcessEnv = process.env): Running => {
-  const options: SpawnOptionsWithStdioTuple<"ignore", "pipe", "pipe"> = { cwd: ROOT, env, stdio: ["ignore", "pipe", "pipe"] }
+  const options: SpawnOptionsWithStdioTuple<"ignore", "pipe", "pipe"> = {
+    cwd: ROOT,
+    env,
+    stdio: ["ignore", "pipe", "pipe"]
+  }
   const child = onPath("setpriv")
     ? spawn("setpriv", ["--pdeathsig", "SIGKILL", "--", command, ...args], options)
     : spawn(command, args, options)
@@ -96,7 +100,9 @@ const freePort = (): Promise<number> =>
 const listening = async (running: Running, port: number, what: string): Promise<void> => {
   const deadline = Date.now() + 15_000
   for (;;) {
-    if (running.child.exitCode !== null) throw new Error(`${what} exited with ${running.child.exitCode}: ${running.output()}`)
+    if (running.child.exitCode !== null) {
+      throw new Error(`${what} exited with ${running.child.exitCode}: ${running.output()}`)
+    }
     const ok = await new Promise<boolean>((resolve) => {
       const socket = connect(port, "127.0.0.1")
       socket.once("connect", () => {
@@ -159,7 +165,18 @@ export const parseWrk = (output: string): WrkResult => {
 const wrk = (url: string, seconds: number): Promise<WrkResult> =>
   new Promise((resolve, reject) => {
     // --timeout 10s: wrk's default (2 s) drops slower responses from its latencies instead of counting them.
-    const args = ["-c", String(WRK_CONNECTIONS), "-t", String(WRK_THREADS), "-d", `${seconds}s`, "--timeout", "10s", "--latency", url]
+    const args = [
+      "-c",
+      String(WRK_CONNECTIONS),
+      "-t",
+      String(WRK_THREADS),
+      "-d",
+      `${seconds}s`,
+      "--timeout",
+      "10s",
+      "--latency",
+      url
+    ]
     const child = spawn("wrk", args, { stdio: ["ignore", "pipe", "pipe"] })
     let output = ""
     child.stdout.on("data", (chunk: Buffer) => (output += chunk.toString()))
@@ -213,13 +230,20 @@ const main = async (): Promise<void> => {
   const [upstreamPort, proxyPort, rawPort] = [await freePort(), await freePort(), await freePort()]
   const upstreamUrl = `http://127.0.0.1:${upstreamPort}`
   const proxyArgs = [
-    "dist/bin.js", "proxy",
-    "--upstream", upstreamUrl,
-    "--host", "127.0.0.1",
-    "--port", String(proxyPort),
-    "--algorithm", "token-bucket",
-    "--capacity", "1000000000",
-    "--refill", "1000000000/1s"
+    "dist/bin.js",
+    "proxy",
+    "--upstream",
+    upstreamUrl,
+    "--host",
+    "127.0.0.1",
+    "--port",
+    String(proxyPort),
+    "--algorithm",
+    "token-bucket",
+    "--capacity",
+    "1000000000",
+    "--refill",
+    "1000000000/1s"
   ]
   const servers: Array<Running> = []
   try {
@@ -247,11 +271,15 @@ const main = async (): Promise<void> => {
 
     console.log(
       `node ${process.version}, ${availableParallelism()} cores, CLK_TCK ${ticksPerSecond}; upstream pid ${upstream.pid} ` +
-        `(${upstreamUrl}), wakuwaku proxy pid ${proxy.pid} (node ${proxyArgs.join(" ")}), reference proxy pid ${raw.pid}`
+        `(${upstreamUrl}), wakuwaku proxy pid ${proxy.pid} (node ${
+          proxyArgs.join(" ")
+        }), reference proxy pid ${raw.pid}`
     )
     console.log(
       `max throughput: wrk -c ${WRK_CONNECTIONS} -t ${WRK_THREADS} -d ${WRK_SECONDS}s --timeout 10s --latency; fixed rate: ` +
-        `${FIXED_RATES.join(" and ")} req/s for ${FIXED_MS / 1000} s each (open model, this process); ${ROUNDS} timed ` +
+        `${FIXED_RATES.join(" and ")} req/s for ${
+          FIXED_MS / 1000
+        } s each (open model, this process); ${ROUNDS} timed ` +
         `rounds each after 1 warm-up, alternating\n`
     )
 
@@ -280,7 +308,9 @@ const main = async (): Promise<void> => {
         }
         p.wrk.push(sample)
         console.log(
-          `round ${round} wrk     ${p.label}: ${Math.round(w.requestsPerSecond)} req/s, p50 ${w.p50Ms.toFixed(2)} ms, ` +
+          `round ${round} wrk     ${p.label}: ${Math.round(w.requestsPerSecond)} req/s, p50 ${
+            w.p50Ms.toFixed(2)
+          } ms, ` +
             `p99 ${w.p99Ms.toFixed(2)} ms; CPU/request upstream ${sample.upstreamCpuUs.toFixed(1)} µs` +
             (p.proxy === undefined ? "" : `, proxy ${sample.proxyCpuUs.toFixed(1)} µs`) +
             (w.socketErrors > 0 ? `; ${w.socketErrors} socket errors` : "")
@@ -304,12 +334,18 @@ const main = async (): Promise<void> => {
 
     console.log("\nmedian over rounds (min–max):\n")
     const rateColumns = FIXED_RATES.map((rate) => `at ${rate} req/s: p50 ms | p99 ms`).join(" | ")
-    console.log(`| path | wrk -c ${WRK_CONNECTIONS}: req/s | p50 ms | p99 ms | ${rateColumns} | upstream CPU µs/req | proxy CPU µs/req |`)
+    console.log(
+      `| path | wrk -c ${WRK_CONNECTIONS}: req/s | p50 ms | p99 ms | ${rateColumns} | upstream CPU µs/req | proxy CPU µs/req |`
+    )
     console.log(`|---|---:|---:|---:|${FIXED_RATES.map(() => "---:|---:|").join("")}---:|---:|`)
     for (const p of paths) {
-      const rates = p.rate.map((rs) => `${stat(rs.map((r) => r.p50Ms), 3)} | ${stat(rs.map((r) => r.p99Ms), 3)}`).join(" | ")
+      const rates = p.rate.map((rs) => `${stat(rs.map((r) => r.p50Ms), 3)} | ${stat(rs.map((r) => r.p99Ms), 3)}`).join(
+        " | "
+      )
       console.log(
-        `| ${p.label} | ${stat(p.wrk.map((w) => w.requestsPerSecond), 0, true)} | ${stat(p.wrk.map((w) => w.p50Ms), 2)} | ` +
+        `| ${p.label} | ${stat(p.wrk.map((w) => w.requestsPerSecond), 0, true)} | ${
+          stat(p.wrk.map((w) => w.p50Ms), 2)
+        } | ` +
           `${stat(p.wrk.map((w) => w.p99Ms), 2)} | ${rates} | ${stat(p.wrk.map((w) => w.upstreamCpuUs), 1)} | ` +
           `${p.proxy === undefined ? "—" : stat(p.wrk.map((w) => w.proxyCpuUs), 1)} |`
       )
@@ -320,7 +356,9 @@ const main = async (): Promise<void> => {
     const signed = (x: number) => `${x >= 0 ? "+" : "−"}${Math.abs(x).toFixed(3)} ms`
     console.log("\ntargets (wakuwaku proxy against direct):")
     console.log(
-      `- throughput proxied/direct (wrk -c ${WRK_CONNECTIONS}) = ${ratio.toFixed(3)}× (target ≥ 0.5×): ${ratio >= 0.5 ? "MET" : "MISSED"}` +
+      `- throughput proxied/direct (wrk -c ${WRK_CONNECTIONS}) = ${ratio.toFixed(3)}× (target ≥ 0.5×): ${
+        ratio >= 0.5 ? "MET" : "MISSED"
+      }` +
         ` (the reference proxy: ${(throughput(reference) / throughput(direct)).toFixed(3)}×)`
     )
     for (const [k, rate] of FIXED_RATES.entries()) {

@@ -18,7 +18,14 @@ const agent = new http.Agent({ keepAlive: true, maxSockets: Infinity })
 
 const server = http.createServer((request, response) => {
   const forward = http.request(
-    { host: upstream.hostname, port: upstream.port, method: request.method, path: request.url, headers: request.headers, agent },
+    {
+      host: upstream.hostname,
+      port: upstream.port,
+      method: request.method,
+      path: request.url,
+      headers: request.headers,
+      agent
+    },
     (reply) => {
       response.writeHead(reply.statusCode ?? 502, reply.headers)
       reply.pipe(response)

@@ -27,9 +27,17 @@ for (const part of PARTS) {
   )
   const seconds = ((performance.now() - partStart) / 1000).toFixed(0)
   if (result.status !== 0) failed.push(part)
-  console.log(`\n=== test/bench/${part}: ${result.status === 0 ? "done" : `FAILED (${result.status ?? result.signal})`} in ${seconds} s`)
+  console.log(
+    `\n=== test/bench/${part}: ${
+      result.status === 0 ? "done" : `FAILED (${result.status ?? result.signal})`
+    } in ${seconds} s`
+  )
 }
 const minutes = Math.floor((performance.now() - started) / 60_000)
 const seconds = Math.round(((performance.now() - started) % 60_000) / 1000)
-console.log(`\nbench: ${PARTS.length} parts in ${minutes} min ${seconds} s${failed.length > 0 ? `; failed: ${failed.join(", ")}` : ""}`)
+console.log(
+  `\nbench: ${PARTS.length} parts in ${minutes} min ${seconds} s${
+    failed.length > 0 ? `; failed: ${failed.join(", ")}` : ""
+  }`
+)
 if (failed.length > 0) process.exitCode = 1

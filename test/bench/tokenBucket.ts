@@ -38,17 +38,26 @@
  * how many commands reach Redis together, and the CPU other processes used meanwhile (/proc/stat
  * minus this process and the server), which tells whether the machine was quiet.
  */
-import { availableParallelism } from "node:os"
-import { performance } from "node:perf_hooks"
 import * as RateLimiter from "@effect/experimental/RateLimiter"
 import * as RateLimiterRedis from "@effect/experimental/RateLimiter/Redis"
 import { Context, Effect, Either, Layer } from "effect"
 import { Redis as IORedis } from "ioredis"
+import { availableParallelism } from "node:os"
+import { performance } from "node:perf_hooks"
 import { RateLimiterRedis as FlexibleRedis } from "rate-limiter-flexible"
 import { Rate, Redis, TokenBucket } from "wakuwaku"
-import * as RedisServer from "wakuwaku/RedisServer"
 import { ACQUIRE } from "wakuwaku/internal/tokenBucket"
-import { clockTicks, machineTicks, median, percentile, plainClient, otherCpuLine, processTicks, stat } from "./measure.js"
+import * as RedisServer from "wakuwaku/RedisServer"
+import {
+  clockTicks,
+  machineTicks,
+  median,
+  otherCpuLine,
+  percentile,
+  plainClient,
+  processTicks,
+  stat
+} from "./measure.js"
 
 const QUICK = process.argv.includes("--quick")
 const NAMES = 10_000
@@ -415,12 +424,15 @@ const measure = async (
     for (const contender of contenders.filter((c) => c.latency !== undefined)) {
       const l = await timeLatency(contender)
       contender.latencies.push(l)
-      console.log(`round ${round} latency    ${contender.label}: p50 ${l.p50Us.toFixed(1)} µs, p99 ${l.p99Us.toFixed(1)} µs`)
+      console.log(
+        `round ${round} latency    ${contender.label}: p50 ${l.p50Us.toFixed(1)} µs, p99 ${l.p99Us.toFixed(1)} µs`
+      )
     }
   }
   await flush()
   const nodeCpu = process.cpuUsage(nodeBefore)
-  const otherSeconds = (machineTicks() - machineBefore - (processTicks(server.pid) - redisTicksBefore)) / ticksPerSecond -
+  const otherSeconds =
+    (machineTicks() - machineBefore - (processTicks(server.pid) - redisTicksBefore)) / ticksPerSecond -
     (nodeCpu.user + nodeCpu.system) / 1e6
   console.log(
     "\n" + otherCpuLine(otherSeconds)
@@ -437,7 +449,9 @@ const measure = async (
   for (const c of contenders) {
     console.log(
       `| ${c.label} | ${stat(c.throughputs.map((t) => t.opsPerSecond), 0, true)} | ` +
-        (c.latency ? `${stat(c.latencies.map((l) => l.p50Us), 1)} | ${stat(c.latencies.map((l) => l.p99Us), 1)} | ` : "— | — | ") +
+        (c.latency
+          ? `${stat(c.latencies.map((l) => l.p50Us), 1)} | ${stat(c.latencies.map((l) => l.p99Us), 1)} | `
+          : "— | — | ") +
         `${stat(c.throughputs.map((t) => t.nodeCpuUs), 1)} | ${stat(c.throughputs.map((t) => t.redisCpuUs), 1)} |`
     )
   }
@@ -464,11 +478,15 @@ const measure = async (
   const redisCpu = (c: Contender) => median(c.throughputs.map((t) => t.redisCpuUs))
   const cpu = redisCpu(waku)
   console.log(
-    `- Redis CPU per acquire: wakuwaku ${cpu.toFixed(1)} µs, the reference script ${redisCpu(reference).toFixed(1)} µs ` +
+    `- Redis CPU per acquire: wakuwaku ${cpu.toFixed(1)} µs, the reference script ${
+      redisCpu(reference).toFixed(1)
+    } µs ` +
       `(${(cpu / redisCpu(reference)).toFixed(2)}×; target ≤ 12 µs): ${cpu <= 12 ? "MET" : "MISSED"}`
   )
   console.log(
-    `- p50 wakuwaku − raw = ${diff >= 0 ? "+" : ""}${diff.toFixed(1)} µs (target ≤ +15 µs): ${diff <= 15 ? "MET" : "MISSED"}`
+    `- p50 wakuwaku − raw = ${diff >= 0 ? "+" : ""}${diff.toFixed(1)} µs (target ≤ +15 µs): ${
+      diff <= 15 ? "MET" : "MISSED"
+    }`
   )
 }
 
@@ -483,7 +501,9 @@ const program = Effect.scoped(
     const memoryEnv = yield* Layer.build(Redis.layerMemory())
     const client = yield* plainClient(server.url)
     const sha1 = yield* Effect.promise(() => client.script("LOAD", ACQUIRE.lua))
-    if (sha1 !== ACQUIRE.sha1) yield* Effect.dieMessage(`SCRIPT LOAD returned ${String(sha1)}, expected ${ACQUIRE.sha1}`)
+    if (sha1 !== ACQUIRE.sha1) {
+      yield* Effect.dieMessage(`SCRIPT LOAD returned ${String(sha1)}, expected ${ACQUIRE.sha1}`)
+    }
     // The peers, each on its own connection, as each would be deployed.
     const flexibleClient = yield* plainClient(server.url)
     const flexible = new FlexibleRedis({

@@ -61,14 +61,44 @@ describe("ClientIp.normalize", () => {
   })
 
   it("rejects what is not an address", () => {
-    for (const bad of ["", "unknown", "_hidden", "1.2.3", "1.2.3.4.5", "256.1.1.1", "01.2.3.4", "1::2::3", "2001:db8::g", "12345::1", "[::1", "::1]"]) {
+    for (
+      const bad of [
+        "",
+        "unknown",
+        "_hidden",
+        "1.2.3",
+        "1.2.3.4.5",
+        "256.1.1.1",
+        "01.2.3.4",
+        "1::2::3",
+        "2001:db8::g",
+        "12345::1",
+        "[::1",
+        "::1]"
+      ]
+    ) {
       expect(ClientIp.normalize(bad), bad).toBeUndefined()
     }
   })
 
   it("agrees with node:net on which strings are IPv6 addresses", () => {
-    const samples = ["::", "::1", "1::", "1:2:3:4:5:6:7:8", "1:2:3:4:5:6:7::", "::2:3:4:5:6:7:8", "1:2:3:4:5:6:1.2.3.4",
-      "1::1.2.3.4", "1:2:3:4:5:6:7:8:9", "1:2:3:4:5:6:7", ":1:2:3:4:5:6:7", "1:2:3:4:5:6:7:", "1:::2", "::ffff:1.2.3", "a:b:c:d:e:f:0:1"]
+    const samples = [
+      "::",
+      "::1",
+      "1::",
+      "1:2:3:4:5:6:7:8",
+      "1:2:3:4:5:6:7::",
+      "::2:3:4:5:6:7:8",
+      "1:2:3:4:5:6:1.2.3.4",
+      "1::1.2.3.4",
+      "1:2:3:4:5:6:7:8:9",
+      "1:2:3:4:5:6:7",
+      ":1:2:3:4:5:6:7",
+      "1:2:3:4:5:6:7:",
+      "1:::2",
+      "::ffff:1.2.3",
+      "a:b:c:d:e:f:0:1"
+    ]
     for (const sample of samples) {
       expect(ClientIp.normalize(sample) !== undefined, sample).toBe(isIPv6(sample))
     }
@@ -152,7 +182,9 @@ describe("ClientIp.resolve with trusted proxy CIDRs", () => {
 
 describe("ClientIp.resolve with a hop count", () => {
   it("one proxy: the rightmost entry is the client", () => {
-    expect(resolve({ trustedProxies: 1 }, "127.0.0.1", { "x-forwarded-for": "1.1.1.1, 203.0.113.7" })).toBe("203.0.113.7")
+    expect(resolve({ trustedProxies: 1 }, "127.0.0.1", { "x-forwarded-for": "1.1.1.1, 203.0.113.7" })).toBe(
+      "203.0.113.7"
+    )
   })
 
   it("two proxies: the second entry from the right", () => {
@@ -178,14 +210,20 @@ describe("ClientIp.resolve with Forwarded (RFC 7239)", () => {
   })
 
   it("reads the for parameter among others, case-insensitively", () => {
-    expect(resolve(forwarded, "10.1.2.3", { forwarded: "for=192.0.2.60;proto=http;by=203.0.113.43" })).toBe("192.0.2.60")
+    expect(resolve(forwarded, "10.1.2.3", { forwarded: "for=192.0.2.60;proto=http;by=203.0.113.43" })).toBe(
+      "192.0.2.60"
+    )
     expect(resolve(forwarded, "10.1.2.3", { forwarded: "proto=https;For=\"192.0.2.61:4711\"" })).toBe("192.0.2.61")
   })
 
   it("splits elements on commas outside quoted strings", () => {
     expect(resolve(forwarded, "10.1.2.3", { forwarded: "for=1.1.1.1;by=\"a,b\", for=\"198.51.100.17:4711\"" }))
       .toBe("198.51.100.17")
-    expect(resolve({ ...forwarded, trustedProxies: 2 }, "10.1.2.3", { forwarded: "for=198.51.100.17;by=\"x,y\", for=10.0.0.5" }))
+    expect(
+      resolve({ ...forwarded, trustedProxies: 2 }, "10.1.2.3", {
+        forwarded: "for=198.51.100.17;by=\"x,y\", for=10.0.0.5"
+      })
+    )
       .toBe("198.51.100.17")
   })
 

@@ -18,8 +18,10 @@ const oneShot = () => TokenBucket.make<string>(freshNamespace(), 1, Rate.make(1,
 
 /** The names that hold a bucket, sorted. */
 const names = (limiter: TokenBucket.TokenBucket<string>) =>
-  Effect.map(keysMatching(`@@wakuwaku:TokenBucket:${limiter.namespace}:*`), (keys) =>
-    keys.map((key) => key.slice(`@@wakuwaku:TokenBucket:${limiter.namespace}:`.length)).sort())
+  Effect.map(
+    keysMatching(`@@wakuwaku:TokenBucket:${limiter.namespace}:*`),
+    (keys) => keys.map((key) => key.slice(`@@wakuwaku:TokenBucket:${limiter.namespace}:`.length)).sort()
+  )
 
 const loopback = ["127.0.0.1", "::1"]
 
@@ -62,7 +64,11 @@ forEachBackend("RateLimit client identity", (it) => {
       })(hello)
       const { v4 } = yield* serve(app)
       const { v4: v4By56 } = yield* serve(
-        RateLimit.middleware({ limiter: by56, key: RateLimit.clientIp({ trustedProxies: loopback }), onStoreFailure: "fail-closed" })(
+        RateLimit.middleware({
+          limiter: by56,
+          key: RateLimit.clientIp({ trustedProxies: loopback }),
+          onStoreFailure: "fail-closed"
+        })(
           hello
         )
       )
@@ -83,7 +89,11 @@ forEachBackend("RateLimit client identity", (it) => {
       const byHops = oneShot()
       const byForwarded = oneShot()
       const { v4: hops } = yield* serve(
-        RateLimit.middleware({ limiter: byHops, key: RateLimit.clientIp({ trustedProxies: 1 }), onStoreFailure: "fail-closed" })(
+        RateLimit.middleware({
+          limiter: byHops,
+          key: RateLimit.clientIp({ trustedProxies: 1 }),
+          onStoreFailure: "fail-closed"
+        })(
           hello
         )
       )
@@ -109,7 +119,9 @@ forEachBackend("RateLimit client identity", (it) => {
       const byHeader = oneShot()
       const byFunction = oneShot()
       const { v4: header } = yield* serve(
-        RateLimit.middleware({ limiter: byHeader, key: RateLimit.header("x-api-key"), onStoreFailure: "fail-closed" })(hello)
+        RateLimit.middleware({ limiter: byHeader, key: RateLimit.header("x-api-key"), onStoreFailure: "fail-closed" })(
+          hello
+        )
       )
       const { v4: fn } = yield* serve(
         RateLimit.middleware({

@@ -42,13 +42,21 @@ const redisToStop = Effect.gen(function*() {
   yield* Effect.addFinalizer(() => Scope.close(serverScope, Exit.void))
   const server = yield* Scope.extend(RedisServer.make(), serverScope)
   const client = yield* Layer.build(
-    Redis.layer({ url: server.url, commandTimeout: "500 millis", connectTimeout: "500 millis", quitTimeout: "100 millis" })
+    Redis.layer({
+      url: server.url,
+      commandTimeout: "500 millis",
+      connectTimeout: "500 millis",
+      quitTimeout: "100 millis"
+    })
   )
   return { client, stop: Scope.close(serverScope, Exit.void) }
 })
 
 /** Serves `app` with the client, recording log lines. */
-const serveLogged = <E, R extends Redis.ReadWrite>(app: HttpApp.Default<E, R>, client: Context.Context<Redis.ReadWrite>) =>
+const serveLogged = <E, R extends Redis.ReadWrite>(
+  app: HttpApp.Default<E, R>,
+  client: Context.Context<Redis.ReadWrite>
+) =>
   Effect.gen(function*() {
     const logged: Array<Logged> = []
     const logger = Logger.make(({ annotations, logLevel, message }) => {
@@ -72,7 +80,10 @@ describe("RateLimit onStoreFailure, with Redis stopped mid-run", () => {
       const ns = freshNamespace()
       const limiter = TokenBucket.make<string>(ns, 3, Rate.make(1, "100 seconds"))
       const { client, stop } = yield* redisToStop
-      const { logged, v4 } = yield* serveLogged(RateLimit.middleware({ limiter, onStoreFailure: "fail-closed" })(hello), client)
+      const { logged, v4 } = yield* serveLogged(
+        RateLimit.middleware({ limiter, onStoreFailure: "fail-closed" })(hello),
+        client
+      )
       const policy = `"${ns}";q=3;w=300`
 
       expect(fields(yield* get(v4))).toEqual({ status: 200, policy, limit: `"${ns}";r=2;t=100`, retryAfter: undefined })
@@ -97,7 +108,10 @@ describe("RateLimit onStoreFailure, with Redis stopped mid-run", () => {
       const ns = freshNamespace()
       const limiter = TokenBucket.make<string>(ns, 1, Rate.make(1, "100 seconds"))
       const { client, stop } = yield* redisToStop
-      const { logged, v4 } = yield* serveLogged(RateLimit.middleware({ limiter, onStoreFailure: "fail-open" })(hello), client)
+      const { logged, v4 } = yield* serveLogged(
+        RateLimit.middleware({ limiter, onStoreFailure: "fail-open" })(hello),
+        client
+      )
       const policy = `"${ns}";q=1;w=100`
 
       expect(fields(yield* get(v4))).toEqual({ status: 200, policy, limit: `"${ns}";r=0;t=100`, retryAfter: undefined })

@@ -1,9 +1,9 @@
+import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
+import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import type * as HttpApp from "@effect/platform/HttpApp"
 import * as HttpServer from "@effect/platform/HttpServer"
 import type * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
-import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
-import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import { Context, Effect, Layer } from "effect"
 import { createServer } from "node:http"
 import { describe, expectTypeOf, it } from "vitest"
@@ -22,7 +22,9 @@ class Unauthorised {
 
 /** An app that needs a service of its own and can fail. */
 const app: HttpApp.Default<Unauthorised, Users> = Effect.flatMap(Users, (users) => users.find("me")).pipe(
-  Effect.flatMap((name) => name === "" ? Effect.fail(new Unauthorised()) : Effect.succeed(HttpServerResponse.text(name)))
+  Effect.flatMap((name) =>
+    name === "" ? Effect.fail(new Unauthorised()) : Effect.succeed(HttpServerResponse.text(name))
+  )
 )
 
 type TBWrite = Capability.Write<Capability.Entity<"TokenBucket">>
@@ -37,11 +39,15 @@ describe("RateLimit.middleware keeps requirements and errors", () => {
       Users | Redis.Redis | TBWrite | HttpServerRequest.HttpServerRequest
     >()
     expectTypeOf<Failure<typeof limited>>().toEqualTypeOf<Unauthorised | Redis.InvalidInput>()
-    expectTypeOf(limited).toEqualTypeOf<HttpApp.Default<Unauthorised | Redis.InvalidInput, Users | Redis.Redis | TBWrite>>()
+    expectTypeOf(limited).toEqualTypeOf<
+      HttpApp.Default<Unauthorised | Redis.InvalidInput, Users | Redis.Redis | TBWrite>
+    >()
   })
 
   it("a fixed window needs Write<FixedWindow.Entity>", () => {
-    const limited = RateLimit.middleware({ limiter: PER_IP, onStoreFailure: RateLimit.fallback({ maxEntries: 100 }) })(hello)
+    const limited = RateLimit.middleware({ limiter: PER_IP, onStoreFailure: RateLimit.fallback({ maxEntries: 100 }) })(
+      hello
+    )
     expectTypeOf<Needs<typeof limited>>().toEqualTypeOf<
       Redis.Redis | FWWrite | HttpServerRequest.HttpServerRequest
     >()
@@ -64,7 +70,11 @@ describe("RateLimit.middleware keeps requirements and errors", () => {
       Tenants | Redis.Redis | TBWrite | HttpServerRequest.HttpServerRequest
     >()
     expectTypeOf<Failure<typeof limited>>().toEqualTypeOf<NoTenant | Redis.InvalidInput>()
-    const plain = RateLimit.middleware({ limiter: LOGINS, key: RateLimit.header("x-api-key"), onStoreFailure: "fail-open" })(hello)
+    const plain = RateLimit.middleware({
+      limiter: LOGINS,
+      key: RateLimit.header("x-api-key"),
+      onStoreFailure: "fail-open"
+    })(hello)
     expectTypeOf<Failure<typeof plain>>().toEqualTypeOf<Redis.InvalidInput>()
   })
 

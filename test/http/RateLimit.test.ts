@@ -56,7 +56,9 @@ describe("RateLimit.policy", () => {
 
   plain("options are checked when the middleware is made", () => {
     const bucket = TokenBucket.make<string>("x", 1, Rate.perSecond(1))
-    expect(() => RateLimit.middleware({ limiter: bucket, onStoreFailure: "fail-sideways" as "fail-open" })).toThrow(TypeError)
+    expect(() => RateLimit.middleware({ limiter: bucket, onStoreFailure: "fail-sideways" as "fail-open" })).toThrow(
+      TypeError
+    )
     expect(() => RateLimit.fallback({ maxEntries: 0 })).toThrow(RangeError)
     expect(() => RateLimit.middleware({ limiter: { namespace: "x" } as typeof bucket, onStoreFailure: "fail-open" }))
       .toThrow(TypeError)
@@ -92,7 +94,9 @@ forEachBackend("RateLimit.middleware", (it) => {
     Effect.gen(function*() {
       const ns = freshNamespace()
       const limiter = TokenBucket.make<string>(ns, 3, Rate.make(1, "100 seconds"))
-      const { v4 } = yield* serve(RateLimit.middleware({ limiter, cost: costHeader, onStoreFailure: "fail-closed" })(hello))
+      const { v4 } = yield* serve(
+        RateLimit.middleware({ limiter, cost: costHeader, onStoreFailure: "fail-closed" })(hello)
+      )
       const policy = `"${ns}";q=3;w=300`
 
       expect(fields(yield* get(v4, { "x-cost": "2" }))).toEqual({
@@ -130,7 +134,12 @@ forEachBackend("RateLimit.middleware", (it) => {
       const seconds = Number(denied.headers["retry-after"])
       // Windows are aligned to server time, so the wait is whatever is left of this one.
       expect(Number.isInteger(seconds) && seconds >= 1 && seconds <= 100).toBe(true)
-      expect(fields(denied)).toEqual({ status: 429, policy, limit: `"${ns}";r=0;t=${seconds}`, retryAfter: String(seconds) })
+      expect(fields(denied)).toEqual({
+        status: 429,
+        policy,
+        limit: `"${ns}";r=0;t=${seconds}`,
+        retryAfter: String(seconds)
+      })
       expect(denied.body).toBe(quotaExceeded(ns))
     }))
 

@@ -19,21 +19,32 @@ const ROOT = fileURLToPath(new URL("../..", import.meta.url))
 const TMP_ROOT = join(ROOT, ".tmp", "http-core")
 const TMP = join(TMP_ROOT, `run-${process.pid}-${randomBytes(4).toString("hex")}`)
 
-
 const node = (code: string, hooked: boolean) =>
   run(
     process.execPath,
-    [...(hooked ? ["--import", `data:text/javascript,${encodeURIComponent(REFUSE_PLATFORM)}`] : []), "--input-type=module", "-e", code],
+    [
+      ...(hooked ? ["--import", `data:text/javascript,${encodeURIComponent(REFUSE_PLATFORM)}`] : []),
+      "--input-type=module",
+      "-e",
+      code
+    ],
     { cwd: TMP }
   )
 
-const keysOf = (specifier: string) => `import(${JSON.stringify(specifier)}).then((m) => console.log(JSON.stringify(Object.keys(m))))`
+const keysOf = (specifier: string) =>
+  `import(${JSON.stringify(specifier)}).then((m) => console.log(JSON.stringify(Object.keys(m))))`
 
 describe("the core does not load @effect/platform", () => {
   beforeAll(async () => {
     mkdirSync(TMP, { recursive: true })
     copyFileSync(join(ROOT, "package.json"), join(TMP, "package.json"))
-    await run(process.execPath, [join(ROOT, "node_modules", "typescript", "bin", "tsc"), "-p", "src/tsconfig.build.json", "--outDir", join(TMP, "dist")], {
+    await run(process.execPath, [
+      join(ROOT, "node_modules", "typescript", "bin", "tsc"),
+      "-p",
+      "src/tsconfig.build.json",
+      "--outDir",
+      join(TMP, "dist")
+    ], {
       cwd: ROOT
     })
   }, 120_000)

@@ -112,7 +112,16 @@ export const attack = (options: AttackOptions): Promise<AttackResult> => {
       if (inFlight > 0 || !(stopped || next >= planned)) return
       agent.destroy()
       hits.sort((a, b) => a.seq - b.seq)
-      resolve({ target: url.href, method, rate, durationMs: options.durationMs, planned, startEpochMs, hits, maxInFlight })
+      resolve({
+        target: url.href,
+        method,
+        rate,
+        durationMs: options.durationMs,
+        planned,
+        startEpochMs,
+        hits,
+        maxInFlight
+      })
     }
 
     const send = (seq: number) => {

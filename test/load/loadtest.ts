@@ -9,10 +9,10 @@
  * only describe the target's policy, for the theory. Only loopback targets are attacked unless
  * `--allow-remote` is given.
  */
+import { Effect } from "effect"
 import { resolve } from "node:path"
 import { fileURLToPath } from "node:url"
 import { parseArgs } from "node:util"
-import { Effect } from "effect"
 import { attack, isLoopback } from "./attack.js"
 import { formatReport, metrics } from "./report.js"
 import type { Store, Target } from "./target.js"
@@ -123,7 +123,9 @@ export const parseOptions = (argv: ReadonlyArray<string>): LoadTestOptions | { r
       const refill = parseRate(values.refill ?? "10/s")
       if (refill === undefined || !Number.isSafeInteger(refill.count)) {
         fail(
-          `--refill must be a whole number of tokens per period such as 10/s or 1/100ms, got ${JSON.stringify(values.refill)}`
+          `--refill must be a whole number of tokens per period such as 10/s or 1/100ms, got ${
+            JSON.stringify(values.refill)
+          }`
         )
       }
       policy = {
@@ -176,13 +178,18 @@ export const run = (options: LoadTestOptions, log: (line: string) => void = cons
     Effect.scoped(
       Effect.gen(function*() {
         const target: Target = options.target !== undefined
-          ? { url: options.target, description: `${options.target} (its policy as given: ${describePolicy(options.policy)})` }
+          ? {
+            url: options.target,
+            description: `${options.target} (its policy as given: ${describePolicy(options.policy)})`
+          }
           : yield* startTarget({ policy: options.policy, store: options.store })
         log(`target: ${target.description}`)
         const schedule = { rate: options.rate, durationMs: options.durationMs }
         log(
           `attack: GET ${target.url} at ${Number(options.rate.toFixed(3))}/s for ${options.durationMs / 1000}s ` +
-            `(${plannedRequests(schedule)} requests), open model: each sent on schedule, whether or not earlier ones returned\n`
+            `(${
+              plannedRequests(schedule)
+            } requests), open model: each sent on schedule, whether or not earlier ones returned\n`
         )
         const controller = new AbortController()
         const onSigint = () => controller.abort()
@@ -213,13 +220,17 @@ export const run = (options: LoadTestOptions, log: (line: string) => void = cons
           log(`stopped early: ${result.hits.length} of ${result.planned} requests sent`)
         } else if (sendRateOff > 0.02 || m.lagP99Ms > 50) {
           log(
-            `warning: the attack fell behind its schedule (send rate ${m.sendRate.toFixed(2)}/s for ${options.rate}/s, ` +
+            `warning: the attack fell behind its schedule (send rate ${
+              m.sendRate.toFixed(2)
+            }/s for ${options.rate}/s, ` +
               `lag p99 ${m.lagP99Ms.toFixed(1)} ms): the machine is too busy for this rate`
           )
         }
         if (m.latencies.p99Ms > 100) {
           log(
-            `warning: the target answered slowly (latency p99 ${m.latencies.p99Ms.toFixed(1)} ms): a target that falls ` +
+            `warning: the target answered slowly (latency p99 ${
+              m.latencies.p99Ms.toFixed(1)
+            } ms): a target that falls ` +
               `behind admits late requests on later refills or windows, so the theory may not apply`
           )
         }

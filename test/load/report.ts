@@ -46,7 +46,9 @@ export interface Metrics {
 
 /** The q-quantile (nearest rank) of ascending numbers. */
 export const quantile = (sorted: ArrayLike<number>, q: number): number =>
-  sorted.length === 0 ? Number.NaN : sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))] ?? Number.NaN
+  sorted.length === 0
+    ? Number.NaN
+    : sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))] ?? Number.NaN
 
 const ascending = (xs: Iterable<number>): Float64Array => Float64Array.from(xs).sort()
 

@@ -4,11 +4,11 @@
  * configured policy, on the embedded memory store or on Redis (the Redis at REDIS_URL, else a
  * throwaway `redis-server`).
  */
-import { randomBytes } from "node:crypto"
 import * as HttpServer from "@effect/platform/HttpServer"
 import type * as HttpServerError from "@effect/platform/HttpServerError"
 import { Context, Duration, Effect, Layer } from "effect"
 import type { Scope } from "effect"
+import { randomBytes } from "node:crypto"
 import { FixedWindow, Rate, Redis, TokenBucket } from "wakuwaku"
 import { RateLimit } from "wakuwaku/http"
 import * as Proxy from "wakuwaku/Proxy"
@@ -36,7 +36,11 @@ export interface Target {
 export const limiterOf = (policy: Policy, namespace: string) =>
   policy.algorithm === "fixed-window"
     ? FixedWindow.make<string>(namespace, policy.limit, Duration.millis(policy.windowMs))
-    : TokenBucket.make<string>(namespace, policy.capacity, Rate.make(policy.refillTokens, Duration.millis(policy.refillPeriodMs)))
+    : TokenBucket.make<string>(
+      namespace,
+      policy.capacity,
+      Rate.make(policy.refillTokens, Duration.millis(policy.refillPeriodMs))
+    )
 
 export const describePolicy = (policy: Policy): string =>
   policy.algorithm === "fixed-window"
@@ -88,7 +92,8 @@ export const startTarget = (
     const url = `http://127.0.0.1:${address.port}/`
     return {
       url,
-      description: `an in-process proxy at ${url} (${describePolicy(options.policy)} per client IP, on ${store.description}) ` +
+      description:
+        `an in-process proxy at ${url} (${describePolicy(options.policy)} per client IP, on ${store.description}) ` +
         `in front of an upstream at ${upstream.url}`
     }
   })

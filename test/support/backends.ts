@@ -1,6 +1,7 @@
 /**
  * The backends every structure's suite runs against, from one definition: the throwaway redis-server,
- * the embedded memory store and the throwaway Redis Cluster. A suite is written once as `forEachBackend("TokenBucket", (it, backend) => …)`
+ * the embedded memory store and the throwaway Redis Cluster. A suite is written once as
+ * `forEachBackend("TokenBucket", (it, backend) => …)`
  * and inspects what the library wrote through the `Redis` service (`command`), so the same assertion
  * reads either store.
  */

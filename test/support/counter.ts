@@ -26,7 +26,9 @@ const program = Effect.gen(function*() {
   for (let i = 0; i < Number(iterations); i++) {
     if (mode === "lock") {
       yield* Effect.scoped(Effect.gen(function*() {
-        const { lost, token } = yield* Lock.scoped(COUNTER, "counter", { acquire: Lock.wait({ deadline: "30 seconds" }) })
+        const { lost, token } = yield* Lock.scoped(COUNTER, "counter", {
+          acquire: Lock.wait({ deadline: "30 seconds" })
+        })
         fences.push(String(token.fence))
         yield* Effect.raceFirst(readModifyWrite, lost)
       }))

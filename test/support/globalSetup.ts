@@ -23,7 +23,9 @@ export default async function setup(project: TestProject) {
   const clusterFromEnv = process.env["REDIS_CLUSTER_NODES"]
   const [url, nodes] = await Effect.runPromise(Scope.extend(
     Effect.all([
-      fromEnv !== undefined && fromEnv !== "" ? Effect.succeed(fromEnv) : Effect.map(RedisServer.make(), (server) => server.url),
+      fromEnv !== undefined && fromEnv !== ""
+        ? Effect.succeed(fromEnv)
+        : Effect.map(RedisServer.make(), (server) => server.url),
       clusterFromEnv !== undefined && clusterFromEnv !== ""
         ? Effect.succeed(clusterFromEnv.split(","))
         : Effect.map(RedisServer.makeCluster(), (cluster) => cluster.masters.map((node) => `${node.host}:${node.port}`))
@@ -62,10 +64,13 @@ const untimed = async (client: IORedis): Promise<{ keys: number; untimed: Array<
  */
 const audit = async (url: string, nodes: ReadonlyArray<string>) => {
   const standalone = new IORedis(url)
-  const cluster = new Cluster(nodes.map((node) => {
-    const [host, port] = node.split(":")
-    return { host: host!, port: Number(port) }
-  }), { lazyConnect: true })
+  const cluster = new Cluster(
+    nodes.map((node) => {
+      const [host, port] = node.split(":")
+      return { host: host!, port: Number(port) }
+    }),
+    { lazyConnect: true }
+  )
   try {
     const alone = await untimed(standalone)
     await cluster.connect()
@@ -76,7 +81,9 @@ const audit = async (url: string, nodes: ReadonlyArray<string>) => {
         `cluster ${clustered.keys} keys, ${clustered.untimed.length} without a TTL`
     )
     const bad = [...alone.untimed, ...clustered.untimed]
-    if (bad.length > 0) throw new Error(`key hygiene audit: ${bad.length} keys without a TTL: ${bad.slice(0, 20).join(", ")}`)
+    if (bad.length > 0) {
+      throw new Error(`key hygiene audit: ${bad.length} keys without a TTL: ${bad.slice(0, 20).join(", ")}`)
+    }
   } finally {
     standalone.disconnect()
     cluster.disconnect()

@@ -2,11 +2,11 @@
  * Real HTTP over loopback sockets for the middleware's tests: `serve` starts a Node server on a free
  * port for the scope, listening on both IPv4 and IPv6, and `get` sends a request with plain `fetch`.
  */
-import { createServer } from "node:http"
+import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import type * as HttpApp from "@effect/platform/HttpApp"
 import * as HttpServer from "@effect/platform/HttpServer"
-import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { Context, Effect, Layer, Tracer } from "effect"
+import { createServer } from "node:http"
 
 /** The server's base URLs, over IPv4 (the socket address reads `::ffff:127.0.0.1`) and over IPv6 (`::1`). */
 export interface Served {

@@ -3,9 +3,9 @@
  * through tsx) with `args`, prints "ready" once connected, waits for "go" on stdin, does its work and
  * prints one result line.
  */
+import { Redis as IORedis } from "ioredis"
 import { type ChildProcessWithoutNullStreams, spawn } from "node:child_process"
 import { createInterface } from "node:readline"
-import { Redis as IORedis } from "ioredis"
 
 const lines = (child: ChildProcessWithoutNullStreams) => {
   const queue: Array<string> = []

@@ -108,7 +108,10 @@ export const request = (
   })
 
 /** Deterministic bytes: `total` of them in 64 KiB chunks derived from `seed`, hashed as they are made. */
-export const dataStream = (total: number, seed: number): { readonly stream: Readable; readonly sha256: () => string } => {
+export const dataStream = (
+  total: number,
+  seed: number
+): { readonly stream: Readable; readonly sha256: () => string } => {
   const hash = createHash("sha256")
   const block = Buffer.alloc(64 * 1024)
   let x = seed >>> 0 || 1
@@ -137,7 +140,11 @@ export const dataStream = (total: number, seed: number): { readonly stream: Read
 }
 
 /** Counts and hashes bytes going by. */
-export const counter = (): { readonly add: (chunk: Buffer) => void; readonly bytes: () => number; readonly sha256: () => string } => {
+export const counter = (): {
+  readonly add: (chunk: Buffer) => void
+  readonly bytes: () => number
+  readonly sha256: () => string
+} => {
   const hash: Hash = createHash("sha256")
   let bytes = 0
   return {
@@ -185,7 +192,11 @@ export const cleanEnv = (extra: Record<string, string> = {}): NodeJS.ProcessEnv 
 
 /** Spawns `wakuwaku <args>` from the sources (node with tsx), as its own process. */
 export const spawnCli = (args: ReadonlyArray<string>, env: NodeJS.ProcessEnv = cleanEnv()): ChildProcess =>
-  spawn(process.execPath, ["--import", "tsx", "src/bin.ts", ...args], { cwd: ROOT, env, stdio: ["ignore", "pipe", "pipe"] })
+  spawn(process.execPath, ["--import", "tsx", "src/bin.ts", ...args], {
+    cwd: ROOT,
+    env,
+    stdio: ["ignore", "pipe", "pipe"]
+  })
 
 /** What a finished command did. */
 export interface Outcome {

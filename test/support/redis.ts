@@ -1,7 +1,7 @@
 /** What live tests share: the server's URL, a layer for it, fresh namespaces, a raw client for inspection. */
-import { randomBytes } from "node:crypto"
 import { Effect } from "effect"
 import { Redis as IORedis } from "ioredis"
+import { randomBytes } from "node:crypto"
 import { inject } from "vitest"
 import { Redis } from "wakuwaku"
 

@@ -141,7 +141,10 @@ export const validPrefix = (prefix: number | undefined): number => {
 }
 
 /** @internal */
-export const normalize = (address: string, options?: { readonly ipv6Prefix?: number | undefined }): string | undefined => {
+export const normalize = (
+  address: string,
+  options?: { readonly ipv6Prefix?: number | undefined }
+): string | undefined => {
   const prefix = validPrefix(options?.ipv6Prefix)
   const parsed = parse(address)
   return parsed === undefined ? undefined : keyOf(parsed, prefix)
@@ -152,7 +155,10 @@ interface Cidr {
   readonly bits: number
 }
 
-/** @internal `a.b.c.d/n`, `v6/n`, or a bare address (all of its bits). IPv4-mapped networks of /96 or longer become IPv4. */
+/**
+ * @internal `a.b.c.d/n`, `v6/n`, or a bare address (all of its bits). IPv4-mapped networks of /96 or longer
+ * become IPv4.
+ */
 export const parseCidr = (text: string): Cidr => {
   const slash = text.indexOf("/")
   const addressText = slash < 0 ? text : text.slice(0, slash)
@@ -257,7 +263,9 @@ export const resolver = (options?: ClientIp.Options): (input: Input) => string =
   const trust = trustOf(options?.trustedProxies)
   const headerName = options?.header ?? "x-forwarded-for"
   if (headerName !== "x-forwarded-for" && headerName !== "forwarded") {
-    throw new RangeError(`wakuwaku/http: header must be "x-forwarded-for" or "forwarded", got ${JSON.stringify(headerName)}`)
+    throw new RangeError(
+      `wakuwaku/http: header must be "x-forwarded-for" or "forwarded", got ${JSON.stringify(headerName)}`
+    )
   }
   const hopsOf = headerName === "forwarded" ? forwarded : xForwardedFor
   const key = (address: Address) => keyOf(address, prefix)

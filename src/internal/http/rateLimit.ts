@@ -38,13 +38,17 @@ const DECISIONS: ReadonlyArray<RateLimit.Decision> = [
 ]
 
 /** @internal */
-export const FallbackTypeId: RateLimit.FallbackTypeId = Symbol.for("wakuwaku/http/RateLimit/Fallback") as RateLimit.FallbackTypeId
+export const FallbackTypeId: RateLimit.FallbackTypeId = Symbol.for(
+  "wakuwaku/http/RateLimit/Fallback"
+) as RateLimit.FallbackTypeId
 
 /** @internal */
 export const fallback = (options: { readonly maxEntries: number }): RateLimit.Fallback => {
   const { maxEntries } = options
   if (!Number.isSafeInteger(maxEntries) || maxEntries < 1) {
-    throw new RangeError(`wakuwaku/http: a fallback's maxEntries must be a positive safe integer, got ${String(maxEntries)}`)
+    throw new RangeError(
+      `wakuwaku/http: a fallback's maxEntries must be a positive safe integer, got ${String(maxEntries)}`
+    )
   }
   const value: RateLimit.Fallback = {
     _tag: "Fallback",
@@ -55,8 +59,7 @@ export const fallback = (options: { readonly maxEntries: number }): RateLimit.Fa
   return Object.freeze(value)
 }
 
-const isFallback = (u: unknown): u is RateLimit.Fallback =>
-  typeof u === "object" && u !== null && FallbackTypeId in u
+const isFallback = (u: unknown): u is RateLimit.Fallback => typeof u === "object" && u !== null && FallbackTypeId in u
 
 /** @internal */
 export const clientIpKey = (options?: ClientIp.Options): RateLimit.Key => clientIp.make(options)
@@ -107,7 +110,9 @@ export const middleware = <LR, KE, KR, CE, CR>(options: RateLimit.Options<LR, KE
   const policy = fields.describe(limiter)
   if (onStoreFailure !== "fail-open" && onStoreFailure !== "fail-closed" && !isFallback(onStoreFailure)) {
     throw new TypeError(
-      `wakuwaku/http: onStoreFailure must be "fail-closed", "fail-open" or RateLimit.fallback(…), got ${String(onStoreFailure)}`
+      `wakuwaku/http: onStoreFailure must be "fail-closed", "fail-open" or RateLimit.fallback(…), got ${
+        String(onStoreFailure)
+      }`
     )
   }
   const key: RateLimit.Key<KE, KR> = options.key ?? clientIpKey()
@@ -117,7 +122,9 @@ export const middleware = <LR, KE, KR, CE, CR>(options: RateLimit.Options<LR, KE
   const local = isFallback(onStoreFailure) ? memory.make(onStoreFailure.store) : undefined
 
   const counters = Object.fromEntries(
-    DECISIONS.map((decision) => [decision, Metric.tagged(Metric.tagged(decisions, "policy", policyName), "decision", decision)])
+    DECISIONS.map((
+      decision
+    ) => [decision, Metric.tagged(Metric.tagged(decisions, "policy", policyName), "decision", decision)])
   ) as Record<RateLimit.Decision, Metric.Metric.Counter<number>>
   const observe = (decision: RateLimit.Decision, attributes: Record<string, unknown>) =>
     Effect.zipRight(
@@ -126,7 +133,11 @@ export const middleware = <LR, KE, KR, CE, CR>(options: RateLimit.Options<LR, KE
     )
 
   /** The store failed: count it, log it, and apply the policy. */
-  const onFailure = (error: Redis.RedisError, name: string, units: number): Effect.Effect<Outcome, Redis.InvalidInput, LR> =>
+  const onFailure = (
+    error: Redis.RedisError,
+    name: string,
+    units: number
+  ): Effect.Effect<Outcome, Redis.InvalidInput, LR> =>
     Effect.zipRight(
       Effect.zipRight(
         Metric.increment(Metric.tagged(Metric.tagged(storeFailures, "policy", policyName), "reason", error.reason)),
@@ -159,7 +170,12 @@ export const middleware = <LR, KE, KR, CE, CR>(options: RateLimit.Options<LR, KE
       : HttpServerResponse.setHeader(withPolicy, "ratelimit", fields.appendItem(response.headers["ratelimit"], limit))
   }
 
-  const problem = (status: number, body: Record<string, unknown>, limit: string | undefined, headers: Record<string, string>) =>
+  const problem = (
+    status: number,
+    body: Record<string, unknown>,
+    limit: string | undefined,
+    headers: Record<string, string>
+  ) =>
     withFields(
       HttpServerResponse.text(JSON.stringify(body), { status, contentType: PROBLEM_JSON, headers }),
       limit
@@ -191,12 +207,17 @@ export const middleware = <LR, KE, KR, CE, CR>(options: RateLimit.Options<LR, KE
         }
         case "FailClosed": {
           yield* observe("fail-closed", { "ratelimit.cost": units })
-          return problem(503, {
-            type: "about:blank",
-            title: "Service Unavailable",
-            status: 503,
-            detail: "The rate limiter's store is unavailable."
-          }, undefined, {})
+          return problem(
+            503,
+            {
+              type: "about:blank",
+              title: "Service Unavailable",
+              status: 503,
+              detail: "The rate limiter's store is unavailable."
+            },
+            undefined,
+            {}
+          )
         }
         case "Decided": {
           const { admission, fallback: viaFallback } = outcome
@@ -205,29 +226,41 @@ export const middleware = <LR, KE, KR, CE, CR>(options: RateLimit.Options<LR, KE
               "ratelimit.cost": units,
               "ratelimit.remaining": admission.remaining
             })
-            return yield* pass(fields.limitField(policyName, admission.remaining, policy.effectiveWindow(admission.remaining)))
+            return yield* pass(
+              fields.limitField(policyName, admission.remaining, policy.effectiveWindow(admission.remaining))
+            )
           }
           if (Option.isNone(admission.retryAfter)) {
             yield* observe(viaFallback ? "fallback-unsplittable" : "unsplittable", { "ratelimit.cost": units })
-            return problem(413, {
-              type: QUOTA_EXCEEDED,
-              title: "Request Exceeds the Quota",
-              status: 413,
-              detail: `This request costs ${units} and the policy allows at most ${policy.quota} at once: split it.`,
-              "violated-policies": [policyName]
-            }, undefined, {})
+            return problem(
+              413,
+              {
+                type: QUOTA_EXCEEDED,
+                title: "Request Exceeds the Quota",
+                status: 413,
+                detail: `This request costs ${units} and the policy allows at most ${policy.quota} at once: split it.`,
+                "violated-policies": [policyName]
+              },
+              undefined,
+              {}
+            )
           }
           const seconds = fields.ceilSeconds(admission.retryAfter.value)
           yield* observe(viaFallback ? "fallback-denied" : "denied", {
             "ratelimit.cost": units,
             "ratelimit.retry_after": seconds
           })
-          return problem(429, {
-            type: QUOTA_EXCEEDED,
-            title: "Too Many Requests",
-            status: 429,
-            "violated-policies": [policyName]
-          }, fields.limitField(policyName, 0, seconds), { "retry-after": String(seconds) })
+          return problem(
+            429,
+            {
+              type: QUOTA_EXCEEDED,
+              title: "Too Many Requests",
+              status: 429,
+              "violated-policies": [policyName]
+            },
+            fields.limitField(policyName, 0, seconds),
+            { "retry-after": String(seconds) }
+          )
         }
       }
     })

@@ -120,7 +120,13 @@ export class Db implements Script.Keyspace {
   }
   type(key: string): string {
     const entry = this.live(key)
-    return entry === undefined ? "none" : typeof entry.data === "string" ? "string" : Array.isArray(entry.data) ? "list" : "zset"
+    return entry === undefined
+      ? "none"
+      : typeof entry.data === "string"
+      ? "string"
+      : Array.isArray(entry.data)
+      ? "list"
+      : "zset"
   }
   /** PEXPIRE, with GT: only a later expiry (no expiry counts as infinite). A TTL ≤ 0 deletes the key. */
   pexpire(key: string, ms: number | string, gt = false): number {
@@ -300,7 +306,9 @@ const globToRegExp = (pattern: string): RegExp => {
       if (end < 0) re += escape(c)
       else {
         const body = pattern.slice(i + 1, end)
-        re += `[${body.startsWith("^") ? "^" + body.slice(1).replace(/[\\\]]/g, "\\$&") : body.replace(/[\\\]]/g, "\\$&")}]`
+        re += `[${
+          body.startsWith("^") ? "^" + body.slice(1).replace(/[\\\]]/g, "\\$&") : body.replace(/[\\\]]/g, "\\$&")
+        }]`
         i = end
       }
     } else re += escape(c)

@@ -22,9 +22,9 @@ import * as Either from "effect/Either"
 import type * as ParseResult from "effect/ParseResult"
 import * as Stream from "effect/Stream"
 import * as Pipe from "../../Pipe.js"
+import type * as Redis from "../../Redis.js"
 import { defaultEvery, keepAlive } from "../keepAlive.js"
 import * as lease from "../lease.js"
-import type * as Redis from "../../Redis.js"
 import { runOn, unexpectedReply } from "../script.js"
 import { BATCH, BEAT, CLOSE, FETCH, MODE, OPEN, RELEASE, RENEW } from "./scripts.js"
 
@@ -86,7 +86,10 @@ export const receiver = <A>(
     // CLIENT KILL from another connection ends a BLMOVE still on the dedicated socket for good.
     const kill = dedicated.kill
     const release = Effect.suspend(() =>
-      Effect.zipRight(kill, Effect.ignore(runOn(redis, RELEASE, [receiver, inflight, messages], [token, String(state.done), ttl])))
+      Effect.zipRight(
+        kill,
+        Effect.ignore(runOn(redis, RELEASE, [receiver, inflight, messages], [token, String(state.done), ttl]))
+      )
     )
     // The lease runs from before the request that took it, at the latest.
     const opening = yield* Clock.currentTimeMillis
@@ -111,7 +114,9 @@ export const receiver = <A>(
       }
     })
 
-    const fetch = Effect.suspend(() => runOn(redis, FETCH, [receiver, inflight, messages], [token, String(state.done), batch]))
+    const fetch = Effect.suspend(() =>
+      runOn(redis, FETCH, [receiver, inflight, messages], [token, String(state.done), batch])
+    )
     // A lost lease ends the wait at once, whatever the server does with the BLMOVE: the renewal marks it
     // lost and then closes the connection, which fails the command here.
     const block = dedicated.command("BLMOVE", [messages, inflight, "LEFT", "RIGHT", blockSeconds])
@@ -166,7 +171,9 @@ export const receiver = <A>(
         Effect.matchEffect(restore(block), {
           onFailure: failRedis,
           onSuccess: (moved) => {
-            if (moved === null) return Effect.fail(new Pipe.PipeAbandoned({ pipe: pipe.label, name: keys.name, ttl: pipe.ttl }))
+            if (moved === null) {
+              return Effect.fail(new Pipe.PipeAbandoned({ pipe: pipe.label, name: keys.name, ttl: pipe.ttl }))
+            }
             if (typeof moved !== "string") return Effect.fail(unexpectedReply("BLMOVE", moved, "a payload or nil"))
             state.buffer = [moved]
             return take()
@@ -182,4 +189,3 @@ export const receiver = <A>(
     )
     return Stream.fromChannel(loop)
   })
-

@@ -28,7 +28,6 @@ const fetched = (reply: unknown): Either.Either<ReadonlyArray<string> | null, st
     ? Either.right(reply as ReadonlyArray<string> | null)
     : Either.left("an array of payloads, or nil")
 
-
 /**
  * `alive(inflight, ttl)`: while the pipe lives, a crashed receiver's unfinished messages live too (for
  * the next receiver): every send, close and beat keeps an existing in-flight list for two TTLs.

@@ -56,7 +56,13 @@ const SECTIONS: ReadonlyArray<{ readonly title: string; readonly flags: Readonly
     title: "Listening",
     flags: [
       { name: "host", value: "ADDRESS", env: "WAKUWAKU_HOST", help: "address to listen on (default: every interface)" },
-      { name: "port", value: "PORT", env: "WAKUWAKU_PORT", default: "8080", help: "port to listen on; 0 picks a free one" },
+      {
+        name: "port",
+        value: "PORT",
+        env: "WAKUWAKU_PORT",
+        default: "8080",
+        help: "port to listen on; 0 picks a free one"
+      },
       {
         name: "shutdown-timeout",
         value: "DURATION",
@@ -69,8 +75,17 @@ const SECTIONS: ReadonlyArray<{ readonly title: string; readonly flags: Readonly
   {
     title: "Upstream",
     flags: [
-      { name: "upstream", value: "URL", env: "WAKUWAKU_UPSTREAM", help: "the service to forward to (http:// or https://)" },
-      { name: "demo", env: "WAKUWAKU_DEMO", help: "start a built-in demo upstream on a loopback port and forward to it" },
+      {
+        name: "upstream",
+        value: "URL",
+        env: "WAKUWAKU_UPSTREAM",
+        help: "the service to forward to (http:// or https://)"
+      },
+      {
+        name: "demo",
+        env: "WAKUWAKU_DEMO",
+        help: "start a built-in demo upstream on a loopback port and forward to it"
+      },
       {
         name: "timeout",
         value: "DURATION",
@@ -133,7 +148,12 @@ const SECTIONS: ReadonlyArray<{ readonly title: string; readonly flags: Readonly
   {
     title: "Store",
     flags: [
-      { name: "redis", value: "URL", env: "REDIS_URL", help: "keep the limits in this Redis (default: embedded, this process only)" },
+      {
+        name: "redis",
+        value: "URL",
+        env: "REDIS_URL",
+        help: "keep the limits in this Redis (default: embedded, this process only)"
+      },
       {
         name: "store-timeout",
         value: "DURATION",
@@ -340,7 +360,9 @@ const parseProxy = (argv: ReadonlyArray<string>, env: Readonly<Record<string, st
   // Listening
   const hostSource = get("host")
   const host = hostSource?.value.trim()
-  if (hostSource !== undefined && (host === "" || /\s|\//.test(host ?? ""))) fail(hostSource, "expected an address or host name")
+  if (hostSource !== undefined && (host === "" || /\s|\//.test(host ?? ""))) {
+    fail(hostSource, "expected an address or host name")
+  }
   const port = integer(orDefault("port"), 0, 65_535, "expected a port number from 0 to 65535")
   const shutdownTimeout = positiveDuration(orDefault("shutdown-timeout"))
 

@@ -9,11 +9,11 @@
  * both ways. (An Effect `Stream` response body, `HttpServerResponse.stream`, measured about 0.35 ms
  * more per request than the raw one.)
  */
+import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
+import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequest"
 import type * as HttpApp from "@effect/platform/HttpApp"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
-import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
-import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequest"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -31,7 +31,10 @@ import { parseUpstream, type Upstream, upstreamPath } from "./target.js"
 export const NAME = "wakuwaku"
 
 /** @internal The RFC 9209 error type and the response status of each reason. */
-export const STATUS: Record<Proxy.ProxyErrorReason, { readonly status: number; readonly type: string; readonly text: string }> = {
+export const STATUS: Record<
+  Proxy.ProxyErrorReason,
+  { readonly status: number; readonly type: string; readonly text: string }
+> = {
   Refused: { status: 502, type: "connection_refused", text: "the upstream refused the connection" },
   Reset: { status: 502, type: "connection_terminated", text: "the upstream closed the connection without a response" },
   Unresolved: { status: 502, type: "dns_error", text: "the upstream's host name did not resolve" },
@@ -47,7 +50,7 @@ const codeOf = (cause: unknown): string | undefined => {
   const code = (cause as { readonly code?: unknown }).code
   if (typeof code === "string") return code
   // AggregateError (happy eyeballs) and wrapped causes.
-  const inner = (cause as { readonly cause?: unknown; readonly errors?: ReadonlyArray<unknown> })
+  const inner = cause as { readonly cause?: unknown; readonly errors?: ReadonlyArray<unknown> }
   return codeOf(inner.cause) ?? (Array.isArray(inner.errors) ? codeOf(inner.errors[0]) : undefined)
 }
 
@@ -87,8 +90,7 @@ const appendMember = (existing: string | undefined, member: string): string =>
   existing === undefined || existing.trim() === "" ? member : `${existing}, ${member}`
 
 /** @internal The last member's name in a `Proxy-Status` value (the one nearest the client). */
-const lastMember = (value: string | undefined): string | undefined =>
-  value?.split(",").at(-1)?.split(";")[0]?.trim()
+const lastMember = (value: string | undefined): string | undefined => value?.split(",").at(-1)?.split(";")[0]?.trim()
 
 /**
  * @internal Marks every response that did not come from the upstream (a 429 of a limiter, an error of a
@@ -188,7 +190,9 @@ const forward = (
   const agents = Context.get(runtime.context, NodeHttpClient.HttpAgent)
   const source = NodeHttpServerRequest.toIncomingMessage(request)
   if (!(source instanceof Readable)) {
-    return Effect.dieMessage("wakuwaku/Proxy: make forwards Node requests: serve it with @effect/platform-node's HTTP server")
+    return Effect.dieMessage(
+      "wakuwaku/Proxy: make forwards Node requests: serve it with @effect/platform-node's HTTP server"
+    )
   }
   const contentLength = request.headers["content-length"]
   const hasBody = request.headers["transfer-encoding"] !== undefined ||
@@ -253,9 +257,11 @@ const exchange = (
   outgoing.once("finish", () => {
     if (settled) return
     timer = setTimeout(() => {
-      settle(Effect.failSync(() =>
-        new Proxy.ProxyError({ reason: "Timeout", cause: `no response within ${Duration.format(options.timeout)}` })
-      ))
+      settle(
+        Effect.failSync(() =>
+          new Proxy.ProxyError({ reason: "Timeout", cause: `no response within ${Duration.format(options.timeout)}` })
+        )
+      )
       outgoing.destroy()
     }, options.timeoutMs)
   })

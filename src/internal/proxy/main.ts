@@ -1,7 +1,10 @@
-/** @internal `wakuwaku proxy`: builds the limiter, the store and the proxy from a checked configuration, and runs them. */
+/**
+ * @internal `wakuwaku proxy`: builds the limiter, the store and the proxy from a checked configuration, and runs
+ * them.
+ */
+import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import * as HttpMiddleware from "@effect/platform/HttpMiddleware"
 import * as HttpServer from "@effect/platform/HttpServer"
-import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import * as Cause from "effect/Cause"
 import * as Console from "effect/Console"
 import * as Context from "effect/Context"
@@ -48,12 +51,12 @@ const describeLimiter = (config: Config): string => {
 export const build = (config: Config) => {
   const limiter: RateLimit.Limiter<TokenBucket.Requirements<"write"> | FixedWindow.Requirements<"write">> =
     config.limiter.algorithm === "token-bucket"
-    ? TokenBucket.make<string>(
-      config.namespace,
-      config.limiter.capacity,
-      Rate.make(config.limiter.refill.tokens, config.limiter.refill.period)
-    )
-    : FixedWindow.make<string>(config.namespace, config.limiter.limit, config.limiter.window)
+      ? TokenBucket.make<string>(
+        config.namespace,
+        config.limiter.capacity,
+        Rate.make(config.limiter.refill.tokens, config.limiter.refill.period)
+      )
+      : FixedWindow.make<string>(config.namespace, config.limiter.limit, config.limiter.window)
   const ip = RateLimit.clientIp({ trustedProxies: config.trustedProxies, ipv6Prefix: config.ipv6Prefix })
   const key = config.key._tag === "ip" ? ip : RateLimit.header(config.key.name, { orElse: ip })
   const onStoreFailure = config.onStoreFailure === "fallback"

@@ -1,0 +1,44 @@
+// ESLint (flat config) with @effect/eslint-plugin's dprint formatting rule, as Effect's own repositories use.
+// `npm run lint` checks; `npm run lint -- --fix` formats. (A dotfile: the top level holds only the design
+// card's files.)
+import * as effectEslint from "@effect/eslint-plugin"
+import eslint from "@eslint/js"
+import tseslint from "typescript-eslint"
+
+export default tseslint.config(
+  { ignores: ["**/dist/**", "**/node_modules/**", "**/*.md"] },
+  eslint.configs.recommended,
+  tseslint.configs.recommended,
+  ...effectEslint.configs.dprint,
+  {
+    files: ["**/*.ts", "**/*.mjs"],
+    languageOptions: { ecmaVersion: 2022, sourceType: "module" },
+    rules: {
+      "@effect/dprint": ["error", {
+        config: {
+          indentWidth: 2,
+          lineWidth: 120,
+          semiColons: "asi",
+          quoteStyle: "alwaysDouble",
+          trailingCommas: "never",
+          operatorPosition: "maintain",
+          "arrowFunction.useParentheses": "force"
+        }
+      }],
+      // dprint wraps code at 120; comments and prose are wrapped by hand.
+      "max-len": ["error", {
+        code: 120,
+        ignoreStrings: true,
+        ignoreTemplateLiterals: true,
+        ignoreUrls: true,
+        ignoreRegExpLiterals: true
+      }],
+      "@typescript-eslint/no-explicit-any": "error",
+      "@typescript-eslint/no-unused-vars": ["error", { argsIgnorePattern: "^_", varsIgnorePattern: "^_" }],
+      "@typescript-eslint/no-namespace": "off",
+      "@typescript-eslint/no-empty-object-type": "off"
+    }
+  },
+  // Type tests declare values to inspect their types only.
+  { files: ["**/*.test-d.ts"], rules: { "@typescript-eslint/no-unused-vars": "off" } }
+)
