@@ -1,6 +1,7 @@
 /**
  * A throwaway `redis-server` on loopback, for tests, examples and benchmarks: started in a scope,
- * stopped when the scope closes. Reachable as `wakuwaku/RedisServer`; the root module never loads it.
+ * stopped when the scope closes. Reachable from the `wakuwaku/testing` subpath only; the root module
+ * never loads it (docs/testing.md).
  *
  * - It listens on `127.0.0.1` on a free port (retrying on "Address already in use"), with no
  *   persistence (`--save '' --appendonly no`), and is ready when it says "Ready to accept connections".
@@ -12,7 +13,7 @@
  * ```ts
  * import { Effect } from "effect"
  * import { Rate, TokenBucket } from "wakuwaku"
- * import * as RedisServer from "wakuwaku/RedisServer"
+ * import { RedisServer } from "wakuwaku/testing"
  *
  * const LOGINS = TokenBucket.make<string>("login", 20, Rate.make(1, "3 seconds"))
  *
@@ -22,10 +23,10 @@
  * @since 0.1.0
  */
 import * as Context from "effect/Context"
-import * as Data from "effect/Data"
 import type * as Duration from "effect/Duration"
 import type * as Effect from "effect/Effect"
 import type * as Layer from "effect/Layer"
+import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import * as internal from "./internal/redisServer.js"
 import type * as Redis from "./Redis.js"
@@ -36,7 +37,7 @@ import type * as Redis from "./Redis.js"
  * @since 0.1.0
  * @category models
  */
-export interface RedisServer {
+export interface Server {
   readonly host: string
   readonly port: number
   /** `redis://127.0.0.1:<port>` */
@@ -46,12 +47,12 @@ export interface RedisServer {
 }
 
 /**
+ * The server a {@link layer} started.
+ *
  * @since 0.1.0
  * @category tags
  */
-export const RedisServer: Context.Tag<RedisServer, RedisServer> = Context.GenericTag<RedisServer>(
-  "wakuwaku/RedisServer"
-)
+export class RedisServer extends Context.Tag("wakuwaku/RedisServer")<RedisServer, Server>() {}
 
 /**
  * The server could not be started.
@@ -59,10 +60,13 @@ export const RedisServer: Context.Tag<RedisServer, RedisServer> = Context.Generi
  * @since 0.1.0
  * @category errors
  */
-export class RedisServerError extends Data.TaggedError("RedisServerError")<{
-  readonly reason: "NotInstalled" | "StartFailed" | "Timeout"
-  readonly message: string
-}> {}
+export class RedisServerError extends Schema.TaggedError<RedisServerError>("wakuwaku/RedisServerError")(
+  "RedisServerError",
+  {
+    reason: Schema.Literal("NotInstalled", "StartFailed", "Timeout"),
+    message: Schema.String
+  }
+) {}
 
 /**
  * @since 0.1.0
@@ -85,8 +89,7 @@ export interface Options {
  * @since 0.1.0
  * @category constructors
  */
-export const make = (options?: Options): Effect.Effect<RedisServer, RedisServerError, Scope.Scope> =>
-  internal.make(options)
+export const make = (options?: Options): Effect.Effect<Server, RedisServerError, Scope.Scope> => internal.make(options)
 
 /**
  * Starts a server and connects an owned client to it: provides `Redis` with `Capability.ReadWrite`,
@@ -125,9 +128,9 @@ export interface ClusterOptions {
  */
 export interface RedisCluster {
   /** Every node, masters and replicas. */
-  readonly nodes: ReadonlyArray<RedisServer>
-  readonly masters: ReadonlyArray<RedisServer>
-  readonly replicas: ReadonlyArray<RedisServer>
+  readonly nodes: ReadonlyArray<Server>
+  readonly masters: ReadonlyArray<Server>
+  readonly replicas: ReadonlyArray<Server>
 }
 
 /**

@@ -7,7 +7,7 @@ import { Effect, Exit, Layer } from "effect"
 import { Redis as IORedis } from "ioredis"
 import { describe, expect, it } from "vitest"
 import { Rate, Redis, TokenBucket } from "wakuwaku"
-import * as RedisServer from "wakuwaku/RedisServer"
+import { RedisServer } from "wakuwaku/testing"
 import { clusterNodes, freshNamespace } from "./support/redis.js"
 
 /** A plain connection to one node, for what the library never does: CLUSTER SLOTS, SCRIPT FLUSH, FAILOVER. */

@@ -9,7 +9,7 @@ import { Chunk, Effect, Exit, Fiber, Layer, Schema, Stream } from "effect"
 import { Redis as IORedis } from "ioredis"
 import { createServer, Socket } from "node:net"
 import { Pipe, Rate, Redis, TokenBucket } from "wakuwaku"
-import * as RedisServer from "wakuwaku/RedisServer"
+import { RedisServer } from "wakuwaku/testing"
 import { request, startProxy, upstream } from "./support/proxy.js"
 import { freshNamespace } from "./support/redis.js"
 

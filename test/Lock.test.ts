@@ -3,7 +3,7 @@ import { Deferred, Duration, Effect, Exit, Fiber, Option } from "effect"
 import { inspect } from "node:util"
 import { expect } from "vitest"
 import { Lock, Redis } from "wakuwaku"
-import * as RedisServer from "wakuwaku/RedisServer"
+import { RedisServer } from "wakuwaku/testing"
 import { command, exists, expectTtls, forEachBackend, get, keysMatching, pttl } from "./support/backends.js"
 import { freshNamespace, RedisLive } from "./support/redis.js"
 

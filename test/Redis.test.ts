@@ -3,7 +3,7 @@ import { ConfigProvider, Effect, Exit, Layer, Scope } from "effect"
 import { Redis as IORedis } from "ioredis"
 import { createServer, type Server, type Socket } from "node:net"
 import { Rate, Redis, TokenBucket } from "wakuwaku"
-import * as RedisServer from "wakuwaku/RedisServer"
+import { RedisServer } from "wakuwaku/testing"
 import { freshNamespace, redisUrl } from "./support/redis.js"
 
 const bucket = () => TokenBucket.make<string>(freshNamespace(), 5, Rate.perSecond(1))

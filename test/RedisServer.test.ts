@@ -4,7 +4,7 @@ import { Redis as IORedis } from "ioredis"
 import { spawn } from "node:child_process"
 import { createServer } from "node:net"
 import { createInterface } from "node:readline"
-import * as RedisServer from "wakuwaku/RedisServer"
+import { RedisServer } from "wakuwaku/testing"
 
 const alive = (pid: number) => {
   try {
@@ -46,7 +46,7 @@ describe("RedisServer", () => {
         "--import",
         "tsx",
         "-e",
-        `import * as RedisServer from "wakuwaku/RedisServer"
+        `import { RedisServer } from "wakuwaku/testing"
          import { Effect } from "effect"
          Effect.runPromise(Effect.scoped(Effect.flatMap(RedisServer.make(), (s) =>
            Effect.zipRight(Effect.sync(() => console.log(s.pid)), Effect.never))))`

@@ -7,7 +7,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { Effect, Exit } from "effect"
 import { Cluster } from "ioredis"
 import { FixedWindow, Rate, Redis, TokenBucket } from "wakuwaku"
-import * as RedisServer from "wakuwaku/RedisServer"
+import { RedisServer } from "wakuwaku/testing"
 import { clusterNodes, freshNamespace } from "./support/redis.js"
 
 /** Polls `read` until it gives `expected` (a replica lags its primary), for at most 5 s. */

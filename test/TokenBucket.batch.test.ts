@@ -6,7 +6,7 @@ import { layer } from "@effect/vitest"
 import { Duration, Effect, Either, Option } from "effect"
 import { expect } from "vitest"
 import { Rate, Redis, TokenBucket } from "wakuwaku"
-import * as RedisServer from "wakuwaku/RedisServer"
+import { RedisServer } from "wakuwaku/testing"
 
 /** EVALSHA calls the server has run so far. */
 const evalshaCalls = Effect.flatMap(Redis.Redis, (redis) => redis.command("INFO", ["commandstats"])).pipe(

@@ -31,7 +31,7 @@ describe("package", () => {
     expect(existsSync(new URL("../dist/index.d.ts", import.meta.url))).toBe(true)
     // The subpaths and the command, each built.
     for (
-      const [subpath, file] of [["./RedisServer", "RedisServer"], ["./http", "http"], ["./Proxy", "Proxy"]] as const
+      const [subpath, file] of [["./testing", "testing"], ["./http", "http"], ["./Proxy", "Proxy"]] as const
     ) {
       expect(pkg.exports[subpath]).toEqual({ types: `./dist/${file}.d.ts`, default: `./dist/${file}.js` })
       expect(existsSync(new URL(`../dist/${file}.js`, import.meta.url)), file).toBe(true)

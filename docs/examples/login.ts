@@ -10,7 +10,7 @@
  */
 import { Config, Console, Duration, Effect, Either, Layer, Option } from "effect"
 import { Rate, Redis, TokenBucket } from "wakuwaku"
-import * as RedisServer from "wakuwaku/RedisServer"
+import { RedisServer } from "wakuwaku/testing"
 
 /** Bursts of 20 logins per address, one more every 3 seconds. */
 export const LOGINS = TokenBucket.make<string>("login", 20, Rate.make(1, "3 seconds"))

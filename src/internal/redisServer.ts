@@ -109,7 +109,7 @@ export const make = (
   options: RedisServer.Options = {},
   /** Arguments that depend on the port chosen (a cluster's bus port). */
   argsOf: (port: number) => ReadonlyArray<string> = () => []
-): Effect.Effect<RedisServer.RedisServer, RedisServer.RedisServerError, Scope.Scope> => {
+): Effect.Effect<RedisServer.Server, RedisServer.RedisServerError, Scope.Scope> => {
   const binary = options.binary ?? "redis-server"
   const timeoutMs = toMillis(options.startTimeout ?? "10 seconds")
   const attempt = (

@@ -34,7 +34,7 @@ import { performance } from "node:perf_hooks"
 import { Mutex } from "redis-semaphore"
 import { Lock, Redis } from "wakuwaku"
 import { ACQUIRE, RELEASE } from "wakuwaku/internal/lock"
-import * as RedisServer from "wakuwaku/RedisServer"
+import { RedisServer } from "wakuwaku/testing"
 import {
   clockTicks,
   machineTicks,
@@ -184,7 +184,7 @@ interface Contender {
   readonly latencies: Array<LatencySample>
 }
 
-const measure = async (server: RedisServer.RedisServer, env: Env, client: IORedis): Promise<void> => {
+const measure = async (server: RedisServer.Server, env: Env, client: IORedis): Promise<void> => {
   const ticksPerSecond = clockTicks()
   const flush = () => client.flushall()
 

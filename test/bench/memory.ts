@@ -24,7 +24,7 @@ import { Effect, Layer } from "effect"
 import type { Redis as IORedis } from "ioredis"
 import { performance } from "node:perf_hooks"
 import { Rate, Redis, TokenBucket } from "wakuwaku"
-import * as RedisServer from "wakuwaku/RedisServer"
+import { RedisServer } from "wakuwaku/testing"
 import { plainClient } from "./measure.js"
 
 const BUCKETS = 100_000

@@ -29,7 +29,7 @@ import { availableParallelism } from "node:os"
 import { performance } from "node:perf_hooks"
 import { Pipe, Redis } from "wakuwaku"
 import { FETCH, OPEN, SEND } from "wakuwaku/internal/pipe/scripts"
-import * as RedisServer from "wakuwaku/RedisServer"
+import { RedisServer } from "wakuwaku/testing"
 import { median, plainClient, stat } from "./measure.js"
 
 /** `--quick` (development): fewer messages, 2 timed rounds. */

@@ -47,7 +47,7 @@ import { performance } from "node:perf_hooks"
 import { RateLimiterRedis as FlexibleRedis } from "rate-limiter-flexible"
 import { Rate, Redis, TokenBucket } from "wakuwaku"
 import { ACQUIRE } from "wakuwaku/internal/tokenBucket"
-import * as RedisServer from "wakuwaku/RedisServer"
+import { RedisServer } from "wakuwaku/testing"
 import {
   clockTicks,
   machineTicks,
@@ -291,7 +291,7 @@ interface Contender {
 }
 
 const measure = async (
-  server: RedisServer.RedisServer,
+  server: RedisServer.Server,
   env: Env,
   memoryEnv: Env,
   client: IORedis,

@@ -9,7 +9,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { type Context, Effect, Exit, HashMap, Layer, List, Logger, LogLevel, Metric, Scope } from "effect"
 import { Rate, Redis, TokenBucket } from "wakuwaku"
 import { RateLimit } from "wakuwaku/http"
-import * as RedisServer from "wakuwaku/RedisServer"
+import { RedisServer } from "wakuwaku/testing"
 import { fields, get, serve } from "../support/http.js"
 import { freshNamespace } from "../support/redis.js"
 

@@ -12,7 +12,7 @@ import { randomBytes } from "node:crypto"
 import { FixedWindow, Rate, Redis, TokenBucket } from "wakuwaku"
 import { RateLimit } from "wakuwaku/http"
 import * as Proxy from "wakuwaku/Proxy"
-import * as RedisServer from "wakuwaku/RedisServer"
+import { RedisServer } from "wakuwaku/testing"
 import type { Policy } from "./theory.js"
 import { startUpstream } from "./upstream.js"
 
