@@ -18,7 +18,7 @@
  * @since 0.1.0
  */
 import * as Duration from "effect/Duration"
-import { type Positive, positive } from "./internal/duration.js"
+import { positive } from "./internal/duration.js"
 
 /**
  * @since 0.1.0
@@ -79,6 +79,29 @@ export type ZeroPeriod = "a rate's period must be longer than zero"
 export type ValidTokens<N extends number> = number extends N ? N
   : `${N}` extends "0" | `-${string}` | `${string}.${string}` ? ZeroTokens
   : N
+
+type NonPositive<S extends string> = S extends "0" | `-${string}` ? true : false
+
+/**
+ * `P` itself when it may be a positive duration; otherwise `Message`, which the compiler then
+ * shows as the expected parameter type.
+ */
+type Positive<P extends Duration.DurationInput, Message extends string> = P extends Duration.Duration ? P
+  : P extends number ? number extends P ? P : NonPositive<`${P}`> extends true ? Message : P
+  : P extends bigint ? bigint extends P ? P : NonPositive<`${P}`> extends true ? Message : P
+  // [seconds, nanos]
+  : P extends readonly [infer S extends number, infer N extends number] ?
+    number extends S | N ? P : NonPositive<`${S}`> extends true ? NonPositive<`${N}`> extends true ? Message : P : P
+  // "0.0 seconds" and the like, which do not read back as a number literal
+  : P extends `${"" | "-"}${"0" | "."}${infer Rest} ${string}` ?
+    AllZeros<Rest> extends true ? Message : Literal<P, Message>
+  : Literal<P, Message>
+
+type Literal<P, Message extends string> = P extends `${infer V extends number} ${string}` ?
+  number extends V ? P : NonPositive<`${V}`> extends true ? Message : P
+  : P
+
+type AllZeros<S extends string> = S extends "" ? true : S extends `${"0" | "."}${infer Rest}` ? AllZeros<Rest> : false
 
 /**
  * `P` itself when it may be a valid period; otherwise the message.

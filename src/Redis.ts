@@ -7,7 +7,8 @@
  * - {@link layer}: an owned ioredis client for a primary; grants `Capability.ReadWrite`.
  * - {@link layerReadOnly}: an owned client for a replica; grants only `Capability.ReadOnly`, so a
  *   program that writes through it does not compile.
- * - {@link layerConfig}: {@link layer} with the URL read from `REDIS_URL` through Effect `Config`.
+ * - {@link layerConfig}: {@link layer} with its options read through Effect `Config` (by default the URL,
+ *   from `REDIS_URL`).
  * - {@link layerClient} / {@link layerClientReadOnly}: adopt a client you already own; the layer never
  *   quits it, and it keeps its own options (ioredis's defaults have no command timeout and re-send a
  *   command whose reply was lost).
@@ -46,6 +47,7 @@
  *
  * @since 0.1.0
  */
+import type * as Config from "effect/Config"
 import type * as ConfigError from "effect/ConfigError"
 import * as Context from "effect/Context"
 import type * as Duration from "effect/Duration"
@@ -280,14 +282,27 @@ export const layer = (options?: Options): Layer.Layer<ReadWrite, RedisError> => 
 export const layerReadOnly = (options?: Options): Layer.Layer<ReadOnly, RedisError> => internal.layerReadOnly(options)
 
 /**
- * {@link layer}, with the URL read from `REDIS_URL` through Effect `Config`.
+ * {@link layer}, with its options read through Effect `Config`: each option a `Config` of its own (or
+ * a plain value with `Config.succeed`), or one `Config` of them all. By default, the URL from
+ * `REDIS_URL` and nothing else.
+ *
+ * @example
+ * ```ts
+ * import { Config } from "effect"
+ * import { Redis } from "wakuwaku"
+ *
+ * export const RedisLive = Redis.layerConfig({
+ *   url: Config.string("REDIS_URL"),
+ *   commandTimeout: Config.duration("REDIS_COMMAND_TIMEOUT").pipe(Config.withDefault("2 seconds"))
+ * })
+ * ```
  *
  * @since 0.1.0
  * @category layers
  */
 export const layerConfig = (
-  options?: Omit<Options, "url">
-): Layer.Layer<ReadWrite, RedisError | ConfigError.ConfigError> => internal.layerConfig(options)
+  config?: Config.Config.Wrap<Options>
+): Layer.Layer<ReadWrite, RedisError | ConfigError.ConfigError> => internal.layerConfig(config)
 
 /**
  * Adopts a client the caller owns (it is never quit) for a primary. Grants `Capability.ReadWrite`.

@@ -17,7 +17,7 @@ import fc from "fast-check"
 import { Redis as IORedis } from "ioredis"
 import { afterAll, describe, expect, it } from "vitest"
 import { Capability, FixedWindow, Lock, Pipe, Rate, Redis, RwLock, TokenBucket } from "wakuwaku"
-import * as access from "../src/internal/access.js"
+import * as access from "../src/internal/redis.js"
 import { freshNamespace, redisUrl } from "./support/redis.js"
 
 const RUNS = Number(process.env["WAKUWAKU_ALGEBRA_RUNS"] ?? 150)

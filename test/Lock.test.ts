@@ -128,6 +128,16 @@ forEachBackend("Lock", (it) => {
       expect(yield* exists(ownerKey(ns, "a"))).toBe(0)
     }))
 
+  it.scoped("withLock is dual: withLock(effect, lock, name) and effect.pipe(withLock(lock, name)) hold it alike", () =>
+    Effect.gen(function*() {
+      const ns = freshNamespace()
+      const L = Lock.make<string>(ns, "30 seconds")
+      const held = Effect.map(L.tryLock("a"), Option.isSome)
+      expect(yield* Lock.withLock(held, L, "a")).toBe(false)
+      expect(yield* held.pipe(Lock.withLock(L, "a", { acquire: Lock.tryOnce }))).toBe(false)
+      expect(yield* exists(ownerKey(ns, "a"))).toBe(0)
+    }))
+
   it.scoped("withLock releases on failure and on interruption, immediately, not after the TTL", () =>
     Effect.gen(function*() {
       const ns = freshNamespace()

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { ConfigProvider, Effect, Exit, Layer, Scope } from "effect"
+import { Config, ConfigProvider, Effect, Exit, Layer, Scope } from "effect"
 import { Redis as IORedis } from "ioredis"
 import { createServer, type Server, type Socket } from "node:net"
 import { Rate, Redis, TokenBucket } from "wakuwaku"
@@ -217,6 +217,18 @@ describe("Redis", () => {
         )
       )
       expect(failureOf(missing)).toMatchObject({ _tag: "ConfigError" })
+    }))
+
+  it.live("layerConfig takes each option as a Config: the URL and the connection name from the provider", () =>
+    Effect.gen(function*() {
+      const name = `wakuwaku-${freshNamespace()}`
+      const provider = ConfigProvider.fromMap(new Map([["MY_REDIS", redisUrl], ["MY_NAME", name]]))
+      const live = Redis.layerConfig({ url: Config.string("MY_REDIS"), connectionName: Config.string("MY_NAME") })
+      const named = yield* Effect.flatMap(Redis.Redis, (redis) => redis.command("CLIENT", ["LIST"])).pipe(
+        Effect.map((list) => String(list).split("\n").filter((line) => line.includes(`name=${name}`)).length),
+        Effect.provide(live.pipe(Layer.provide(Layer.setConfigProvider(provider))))
+      )
+      expect(named).toBe(1)
     }))
 
   it.live("layerClient adopts a client without owning it", () =>

@@ -301,6 +301,20 @@ forEachBackend("RwLock", (it, backend) => {
       expect(Option.isSome(yield* DOCS.tryWrite("doc"))).toBe(true)
     }))
 
+  it.scoped("withRead and withWrite are dual: data-first and data-last hold alike", () =>
+    Effect.gen(function*() {
+      const ns = fresh()
+      const DOCS = RwLock.make<string>(ns, "10 seconds")
+      const writable = Effect.map(DOCS.tryWrite("doc"), Option.isSome)
+      const readable = Effect.map(DOCS.tryRead("doc"), Option.isSome)
+      expect(yield* RwLock.withRead(writable, DOCS, "doc")).toBe(false)
+      expect(yield* writable.pipe(RwLock.withRead(DOCS, "doc"))).toBe(false)
+      expect(yield* RwLock.withWrite(readable, DOCS, "doc")).toBe(false)
+      expect(yield* readable.pipe(RwLock.withWrite(DOCS, "doc", { acquire: Lock.tryOnce }))).toBe(false)
+      expect(yield* exists(keyOf(ns, "doc", "readers"))).toBe(0)
+      expect(yield* exists(keyOf(ns, "doc", "writer"))).toBe(0)
+    }))
+
   it.scoped("withRead releases on success, failure and interruption: the reader is removed at once", () =>
     Effect.gen(function*() {
       const ns = fresh()

@@ -1,6 +1,6 @@
 /** The published shape: `npm run build` produces the entry that the exports map names, and it works from plain Node. */
 import { execFile } from "node:child_process"
-import { existsSync, readFileSync } from "node:fs"
+import { existsSync, readdirSync, readFileSync } from "node:fs"
 import { fileURLToPath } from "node:url"
 import { promisify } from "node:util"
 import { beforeAll, describe, expect, it } from "vitest"
@@ -37,6 +37,19 @@ describe("package", () => {
       expect(existsSync(new URL(`../dist/${file}.js`, import.meta.url)), file).toBe(true)
     }
     expect(pkg.bin).toEqual({ wakuwaku: "dist/bin.js" })
+  })
+
+  it("no public declaration file names an internal module: every dist/*.d.ts reads only public ones", () => {
+    const dist = new URL("../dist/", import.meta.url)
+    const files = readdirSync(dist).filter((file) => file.endsWith(".d.ts"))
+    expect(files).toContain("Redis.d.ts")
+    const leaks = files.flatMap((file) =>
+      [...readFileSync(new URL(file, dist), "utf8").matchAll(/(?:from |import\()"(\.[^"]*)"/g)]
+        .map((match) => match[1]!)
+        .filter((specifier) => specifier.includes("internal"))
+        .map((specifier) => `${file} → ${specifier}`)
+    )
+    expect(leaks).toEqual([])
   })
 
   it("the built command answers --help from plain Node", async () => {

@@ -12,8 +12,8 @@ import * as Admission_ from "../Admission.js"
 import type * as Capability from "../Capability.js"
 import * as Redis from "../Redis.js"
 import type * as Script from "../Script.js"
-import * as access from "./access.js"
 import * as key from "./key.js"
+import * as access from "./redis.js"
 import { runOn, unexpectedReply } from "./script.js"
 
 const { Admission } = Admission_

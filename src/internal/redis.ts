@@ -1,14 +1,23 @@
-/** @internal */
+/**
+ * @internal The `Redis` service's layers (an owned client, an adopted one, a cluster; each granting
+ * read-write or read-only) and the prelude of every operation: the service, once the capability in scope
+ * has been checked.
+ */
 import * as Config from "effect/Config"
 import type * as ConfigError from "effect/ConfigError"
+import * as Context from "effect/Context"
+import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
+import type * as Scope from "effect/Scope"
 import { Cluster, Redis as IORedis } from "ioredis"
 import type { RedisOptions } from "ioredis"
 import * as Capability from "../Capability.js"
 import * as Redis from "../Redis.js"
+import { allows, type Keys, keys, type Verb, violation } from "./capability.js"
 import * as client_ from "./client.js"
+import { drop } from "./client/dedicated.js"
 import { toMillis } from "./duration.js"
 import { redisError } from "./errors.js"
 
@@ -18,6 +27,7 @@ export const make = (client: IORedis | Cluster): Redis.Service => client_.make(c
 const defaults = {
   commandTimeout: "2 seconds",
   connectTimeout: "2 seconds",
+  clusterConnectTimeout: "5 seconds",
   quitTimeout: "1 second"
 } as const
 
@@ -36,73 +46,88 @@ export const clientOptions = (options: Redis.Options): RedisOptions => {
 }
 
 /**
- * Stops a client for good. `disconnect` only half-closes the socket (FIN), which a hung server never
- * answers, so the socket would linger and keep the process alive: destroy it too.
+ * An owned client (a connection or a cluster): connected in the scope within `connectTimeout` (the TCP
+ * connect, then the ready check), quit when it closes, within `quitTimeout`, then dropped for good.
  */
-const drop = (client: IORedis) => {
-  client.disconnect()
-  client.stream?.destroy()
-}
-
-/** @internal An owned client: connected in the scope, quit (with a timeout) when it closes. */
-export const acquireClient = (options: Redis.Options) =>
+const connected = <C extends IORedis | Cluster>(
+  create: () => C,
+  connectTimeout: Duration.DurationInput,
+  quitTimeout: Duration.DurationInput,
+  notReady: string
+) =>
   Effect.acquireRelease(
     Effect.suspend(() => {
-      const client = options.url === undefined
-        ? new IORedis(clientOptions(options))
-        : new IORedis(options.url, clientOptions(options))
+      const client = create()
+      const stop = () => client instanceof Cluster ? client.disconnect() : drop(client as IORedis)
       // Failures surface as typed errors of the commands; without a listener ioredis would print them.
       client.on("error", () => {})
-      // The whole connect phase (TCP connect, then the ready check) is bounded by connectTimeout.
-      const timeout = toMillis(options.connectTimeout ?? defaults.connectTimeout)
+      const timeout = toMillis(connectTimeout)
       return Effect.tryPromise({ try: () => client.connect(), catch: (cause) => redisError("connect", cause) }).pipe(
         // acquireRelease runs this uninterruptibly; the wait itself may be cut short by the timeout.
         Effect.interruptible,
         Effect.timeoutFail({
           duration: timeout,
-          onTimeout: () => redisError("connect", new Error(`connect ETIMEDOUT: not ready within ${timeout} ms`))
+          onTimeout: () => redisError("connect", new Error(`connect ETIMEDOUT: ${notReady} within ${timeout} ms`))
         }),
         // Failed, timed out or interrupted: stop the client, or it would go on reconnecting.
-        Effect.onExit((exit) => Exit.isSuccess(exit) ? Effect.void : Effect.sync(() => drop(client))),
-        Effect.as(client)
+        Effect.onExit((exit) => Exit.isSuccess(exit) ? Effect.void : Effect.sync(stop)),
+        Effect.as({ client, stop })
       )
     }),
-    (client) =>
+    ({ client, stop }) =>
       Effect.tryPromise(() => client.quit()).pipe(
         // Finalizers run uninterruptibly; the wait for QUIT's reply must be cut short by the timeout.
         Effect.interruptible,
-        Effect.timeout(options.quitTimeout ?? defaults.quitTimeout),
+        Effect.timeout(quitTimeout),
         Effect.ignore,
-        Effect.ensuring(Effect.sync(() => drop(client)))
+        Effect.ensuring(Effect.sync(stop))
       )
+  ).pipe(Effect.map(({ client }) => client))
+
+/** @internal An owned client: connected in the scope, quit (with a timeout) when it closes. */
+export const acquireClient = (options: Redis.Options) =>
+  connected(
+    () =>
+      options.url === undefined
+        ? new IORedis(clientOptions(options))
+        : new IORedis(options.url, clientOptions(options)),
+    options.connectTimeout ?? defaults.connectTimeout,
+    options.quitTimeout ?? defaults.quitTimeout,
+    "not ready"
   )
 
-const owned = (options: Redis.Options) =>
+/** The service over an owned client, with command deadlines for the scope. */
+const owned = <E>(
+  acquire: Effect.Effect<IORedis | Cluster, E, Scope.Scope>,
+  commandTimeout: Duration.DurationInput | undefined
+) =>
   Layer.scoped(
     Redis.Redis,
-    Effect.flatMap(acquireClient(options), (client) =>
+    Effect.flatMap(acquire, (client) =>
       Effect.map(
         Effect.acquireRelease(
-          Effect.sync(() => new client_.Deadlines(toMillis(options.commandTimeout ?? defaults.commandTimeout))),
+          Effect.sync(() => new client_.Deadlines(toMillis(commandTimeout ?? defaults.commandTimeout))),
           (deadlines) => Effect.sync(() => deadlines.close())
         ),
         (deadlines) => client_.make(client, deadlines)
       ))
   )
 
+const grants = (access: "ReadWrite" | "ReadOnly") => access === "ReadWrite" ? Capability.ReadWrite : Capability.ReadOnly
+
 /** @internal */
 export const layer = (options: Redis.Options = {}): Layer.Layer<Redis.ReadWrite, Redis.RedisError> =>
-  Layer.merge(owned(options), Capability.ReadWrite)
+  Layer.merge(owned(acquireClient(options), options.commandTimeout), Capability.ReadWrite)
 
 /** @internal */
 export const layerReadOnly = (options: Redis.Options = {}): Layer.Layer<Redis.ReadOnly, Redis.RedisError> =>
-  Layer.merge(owned(options), Capability.ReadOnly)
+  Layer.merge(owned(acquireClient(options), options.commandTimeout), Capability.ReadOnly)
 
 /** @internal */
 export const layerConfig = (
-  options: Omit<Redis.Options, "url"> = {}
+  config: Config.Config.Wrap<Redis.Options> = { url: Config.string("REDIS_URL") }
 ): Layer.Layer<Redis.ReadWrite, Redis.RedisError | ConfigError.ConfigError> =>
-  Layer.unwrapEffect(Effect.map(Config.string("REDIS_URL"), (url) => layer({ ...options, url })))
+  Layer.unwrapEffect(Effect.map(Config.unwrap(config), layer))
 
 /** @internal */
 export const layerClient = (client: IORedis | Cluster): Layer.Layer<Redis.ReadWrite> =>
@@ -118,10 +143,10 @@ export const layerCluster = <Access extends "ReadWrite" | "ReadOnly">(
   access: Access
 ): Layer.Layer<Access extends "ReadWrite" ? Redis.ReadWrite : Redis.ReadOnly, Redis.RedisError> => {
   const { commandTimeout, connectTimeout, nodes, quitTimeout, redisOptions, ...rest } = options
-  const timeout = toMillis(connectTimeout ?? "5 seconds")
-  const acquire = Effect.acquireRelease(
-    Effect.suspend(() => {
-      const cluster = new Cluster([...nodes], {
+  const timeout = connectTimeout ?? defaults.clusterConnectTimeout
+  const acquire = connected(
+    () =>
+      new Cluster([...nodes], {
         enableOfflineQueue: true,
         ...rest,
         lazyConnect: true,
@@ -130,42 +155,53 @@ export const layerCluster = <Access extends "ReadWrite" | "ReadOnly">(
           maxRetriesPerRequest: 1,
           autoResendUnfulfilledCommands: false,
           ...redisOptions,
-          connectTimeout: timeout
+          connectTimeout: toMillis(timeout)
         }
-      })
-      cluster.on("error", () => {})
-      return Effect.tryPromise({ try: () => cluster.connect(), catch: (cause) => redisError("connect", cause) }).pipe(
-        Effect.interruptible,
-        Effect.timeoutFail({
-          duration: timeout,
-          onTimeout: () =>
-            redisError("connect", new Error(`connect ETIMEDOUT: the cluster was not ready within ${timeout} ms`))
-        }),
-        Effect.onExit((exit) => Exit.isSuccess(exit) ? Effect.void : Effect.sync(() => cluster.disconnect())),
-        Effect.as(cluster)
-      )
-    }),
-    (cluster) =>
-      Effect.tryPromise(() => cluster.quit()).pipe(
-        Effect.interruptible,
-        Effect.timeout(quitTimeout ?? defaults.quitTimeout),
-        Effect.ignore,
-        Effect.ensuring(Effect.sync(() => cluster.disconnect()))
-      )
+      }),
+    timeout,
+    quitTimeout ?? defaults.quitTimeout,
+    "the cluster was not ready"
   )
-  const service = Layer.scoped(
-    Redis.Redis,
-    Effect.flatMap(acquire, (cluster) =>
-      Effect.map(
-        Effect.acquireRelease(
-          Effect.sync(() => new client_.Deadlines(toMillis(commandTimeout ?? defaults.commandTimeout))),
-          (deadlines) => Effect.sync(() => deadlines.close())
-        ),
-        (deadlines) => client_.make(cluster, deadlines)
-      ))
-  )
-  return Layer.merge(service, access === "ReadWrite" ? Capability.ReadWrite : Capability.ReadOnly) as Layer.Layer<
+  return Layer.merge(owned(acquire, commandTimeout), grants(access)) as Layer.Layer<
     never,
     Redis.RedisError
   > as Layer.Layer<Access extends "ReadWrite" ? Redis.ReadWrite : Redis.ReadOnly, Redis.RedisError>
 }
+
+// The prelude of every operation.
+
+const cache = { read: new Map<string, Keys>(), write: new Map<string, Keys>() }
+
+const keysOf = (verb: Verb, entity: Capability.AnyEntity): Keys => {
+  let found = cache[verb].get(entity.kind)
+  if (found === undefined) cache[verb].set(entity.kind, found = keys(verb, entity))
+  return found
+}
+
+const checked = <A, Err>(
+  verb: Verb,
+  entity: Capability.AnyEntity,
+  f: (redis: Redis.Service) => Effect.Effect<A, Err>
+) => {
+  const needed = keysOf(verb, entity)
+  return Effect.contextWithEffect((context: Context.Context<never>) =>
+    allows(context, needed)
+      ? f(Context.unsafeGet(context as Context.Context<Redis.Redis>, Redis.Redis))
+      : violation(needed, context)
+  )
+}
+
+/**
+ * @internal Runs `f` with the Redis service, in one step of the fiber, once the grant in scope is checked to
+ * allow writing `entity`.
+ */
+export const write = <E extends Capability.AnyEntity, A, Err>(
+  entity: E,
+  f: (redis: Redis.Service) => Effect.Effect<A, Err>
+): Effect.Effect<A, Err, Redis.Redis | Capability.Write<E>> => checked("write", entity, f)
+
+/** @internal {@link write}, for reading. */
+export const read = <E extends Capability.AnyEntity, A, Err>(
+  entity: E,
+  f: (redis: Redis.Service) => Effect.Effect<A, Err>
+): Effect.Effect<A, Err, Redis.Redis | Capability.Read<E>> => checked("read", entity, f)

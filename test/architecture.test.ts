@@ -1,0 +1,106 @@
+/**
+ * The import rules of README's "Architecture": the core (Redis, Capability, Script, and the internals they
+ * load) loads no structure, no HTTP module, no test tool and no @effect/platform; structures know nothing of
+ * HTTP; a structure's internals are its own. Read from the sources' import declarations (type-only ones
+ * included: a rule about knowing holds for types too).
+ */
+import { readdirSync, readFileSync, statSync } from "node:fs"
+import { dirname, join, relative, resolve } from "node:path"
+import { fileURLToPath } from "node:url"
+import { describe, expect, it } from "vitest"
+
+const src = fileURLToPath(new URL("../src/", import.meta.url))
+
+const walk = (dir: string): Array<string> =>
+  readdirSync(dir).flatMap((entry) => {
+    const path = join(dir, entry)
+    return statSync(path).isDirectory() ? walk(path) : path.endsWith(".ts") ? [path] : []
+  })
+
+const modules = walk(src).map((path) => relative(src, path))
+
+/** Each module's imports: relative ones as module paths under src/, packages by name. */
+const importsOf = (module: string): Array<string> =>
+  [...readFileSync(join(src, module), "utf8").matchAll(/(?:^import[^"]*?from |^export[^"]*?from |import\()"([^"]+)"/gm)]
+    .map((match) => match[1]!)
+    .map((specifier) =>
+      specifier.startsWith(".")
+        ? relative(src, resolve(dirname(join(src, module)), specifier)).replace(/\.js$/, ".ts")
+        : specifier
+    )
+
+/** Everything `roots` load, themselves included. */
+const closure = (roots: ReadonlyArray<string>): Set<string> => {
+  const seen = new Set<string>()
+  const visit = (module: string) => {
+    if (seen.has(module)) return
+    seen.add(module)
+    if (modules.includes(module)) importsOf(module).forEach(visit)
+  }
+  roots.forEach(visit)
+  return seen
+}
+
+const STRUCTURES = ["TokenBucket", "FixedWindow", "Lock", "RwLock", "Pipe", "Semaphore"].filter((name) =>
+  modules.includes(`${name}.ts`)
+)
+const HTTP = ["http.ts", "RateLimit.ts", "ClientIp.ts", "Proxy.ts", "bin.ts"]
+const isHttp = (module: string) =>
+  HTTP.includes(module) || module.startsWith("internal/http/") || module.startsWith("internal/proxy/") ||
+  module.startsWith("@effect/platform")
+const isTesting = (module: string) =>
+  module === "testing.ts" || module === "RedisServer.ts" || module === "internal/redisServer.ts"
+const internalsOf = (structure: string) => {
+  const own = structure[0]!.toLowerCase() + structure.slice(1)
+  return (module: string) => module === `internal/${own}.ts` || module.startsWith(`internal/${own}/`)
+}
+const isStructure = (module: string) =>
+  STRUCTURES.some((structure) => module === `${structure}.ts` || internalsOf(structure)(module))
+
+describe("architecture: the import rules", () => {
+  it("the sources are found, and every structure is known", () => {
+    expect(modules).toContain("Redis.ts")
+    expect(STRUCTURES).toEqual(expect.arrayContaining(["TokenBucket", "FixedWindow", "Lock", "RwLock", "Pipe"]))
+    const facades = modules.filter((module) => !module.includes("/") && module !== "index.ts")
+    const known = new Set([
+      ...STRUCTURES.map((structure) => `${structure}.ts`),
+      ...HTTP,
+      "testing.ts",
+      "RedisServer.ts",
+      "Redis.ts",
+      "Capability.ts",
+      "Script.ts",
+      "Admission.ts",
+      "Rate.ts"
+    ])
+    // A new public module must be placed in one of these groups (and in README's Architecture).
+    expect(facades.filter((module) => !known.has(module))).toEqual([])
+  })
+
+  it("the core (Redis, Capability, Script) loads no structure, no HTTP, no test tool, no @effect/platform", () => {
+    const loaded = [...closure(["Redis.ts", "Capability.ts", "Script.ts"])]
+    expect(loaded.filter((module) => isStructure(module) || isHttp(module) || isTesting(module))).toEqual([])
+  })
+
+  it("the root index loads no HTTP module, no test tool and no @effect/platform", () => {
+    const loaded = [...closure(["index.ts"])]
+    expect(loaded.filter((module) => isHttp(module) || isTesting(module))).toEqual([])
+  })
+
+  it("structures know nothing of HTTP, nor of the test tools", () => {
+    for (const structure of STRUCTURES) {
+      const loaded = [...closure([`${structure}.ts`])]
+      expect(loaded.filter((module) => isHttp(module) || isTesting(module)), structure).toEqual([])
+    }
+  })
+
+  it("a structure's internals are loaded only by itself", () => {
+    for (const structure of STRUCTURES) {
+      const own = internalsOf(structure)
+      const strangers = modules.filter((module) =>
+        module !== `${structure}.ts` && !own(module) && importsOf(module).some(own)
+      )
+      expect(strangers, structure).toEqual([])
+    }
+  })
+})
