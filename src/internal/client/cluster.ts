@@ -1,4 +1,7 @@
-/** @internal What a Redis Cluster client needs besides routing by key: keyspace commands on every master. */
+/**
+ * @internal What a Redis Cluster client needs besides routing by key: keyspace commands on every master, and
+ * the master of a slot.
+ */
 import keySlot from "cluster-key-slot"
 import type { Cluster, Redis as IORedis } from "ioredis"
 
