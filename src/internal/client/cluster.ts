@@ -5,7 +5,10 @@
 import keySlot from "cluster-key-slot"
 import type { Cluster, Redis as IORedis } from "ioredis"
 
-/** @internal Keyless commands about the whole keyspace: on a cluster they run on every master, and the replies merge. */
+/**
+ * @internal Keyless commands about the whole keyspace: on a cluster they run on every master, and the replies
+ * merge.
+ */
 export const EVERY_MASTER = new Set(["SCAN", "KEYS", "DBSIZE", "FLUSHALL", "FLUSHDB"])
 
 /**
