@@ -6,7 +6,7 @@ import eslint from "@eslint/js"
 import tseslint from "typescript-eslint"
 
 export default tseslint.config(
-  { ignores: ["**/dist/**", "**/node_modules/**", "**/*.md"] },
+  { ignores: ["**/dist/**", "**/node_modules/**", "**/*.md", ".tmp/**"] },
   eslint.configs.recommended,
   tseslint.configs.recommended,
   ...effectEslint.configs.dprint,

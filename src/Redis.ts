@@ -99,14 +99,15 @@ export type KeyName = string | number | bigint | Uint8Array
 export interface Service {
   readonly [TypeId]: TypeId
   /**
-   * Runs a script: EVALSHA, and EVAL on NOSCRIPT (on the embedded backend, its twin), and hands over the
-   * reply undecoded (`Script.run` decodes it). `keys.length` must equal `script.keys`.
+   * Runs a script: EVALSHA, and EVAL on NOSCRIPT (on the embedded backend, its twin), and decodes the
+   * reply with the script's decoder (a reply it rejects fails with reason `Reply`). `keys.length` must
+   * equal `script.keys`. `Script.run` is this, with the service from the context.
    */
-  readonly script: (
-    script: Script.Script<unknown>,
+  readonly script: <A>(
+    script: Script.Script<A>,
     keys: ReadonlyArray<string>,
     args: ReadonlyArray<string>
-  ) => Effect.Effect<unknown, RedisError>
+  ) => Effect.Effect<A, RedisError>
   /**
    * Runs one plain command, such as `DEL` or `PTTL`.
    */

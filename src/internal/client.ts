@@ -10,7 +10,7 @@ import type { Redis as IORedis } from "ioredis"
 import * as Redis from "../Redis.js"
 import type * as Script from "../Script.js"
 import * as batch from "./client/batch.js"
-import { type Outcome, toEffect } from "./client/batch.js"
+import { decodedExit, type Outcome, toEffect } from "./client/batch.js"
 import { EVERY_MASTER, onEveryMaster } from "./client/cluster.js"
 import type { Deadlines } from "./client/deadlines.js"
 import { dedicated } from "./client/dedicated.js"
@@ -25,7 +25,7 @@ const isNoScript = (cause: unknown) => cause instanceof Error && cause.message.s
  * @internal The service over a client.
  *
  * - `deadlines`, when given, bounds how long a call waits for its reply.
- * - A script with a `many` variant is batched (./client/batch.ts).
+ * - A script's reply is decoded by its decoder; a script with a `many` variant is batched (./client/batch.ts).
  */
 export const make = (client: IORedis | Cluster, deadlines?: Deadlines): Redis.Service => {
   /** Requests sent and not yet answered. */
@@ -87,13 +87,15 @@ export const make = (client: IORedis | Cluster, deadlines?: Deadlines): Redis.Se
 
   return {
     [Redis.TypeId]: Redis.TypeId,
-    script: (script, keys, args) => {
-      const wrong = checkKeys(script, keys)
-      return wrong !== undefined
+    script: <A>(script: Script.Script<A>, keys: ReadonlyArray<string>, args: ReadonlyArray<string>) => {
+      const call = script as Script.Script<unknown>
+      const wrong = checkKeys(call, keys)
+      const run: Effect.Effect<unknown, Redis.RedisError> = wrong !== undefined
         ? Effect.dieMessage(wrong)
-        : script.many !== undefined
-        ? batched(script, keys, args)
-        : Effect.async((resume) => sendScript(script, keys, args, (outcome) => resume(toEffect(outcome))))
+        : call.many !== undefined
+        ? batched(call, keys, args)
+        : Effect.async((resume) => sendScript(call, keys, args, (outcome) => resume(decodedExit(call, outcome))))
+      return run as Effect.Effect<A, Redis.RedisError>
     },
     command: (name, args) =>
       Effect.async((resume) =>

@@ -11,6 +11,8 @@
 import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import type * as Scope from "effect/Scope"
 import * as Capability from "../Capability.js"
@@ -18,7 +20,7 @@ import * as Redis from "../Redis.js"
 import * as Script from "../Script.js"
 import { command, side, upper } from "./memory/commands.js"
 import { Db } from "./memory/keyspace.js"
-import { checkKeys } from "./script.js"
+import { checkKeys, unexpected } from "./script.js"
 
 /** The same symbol as `Redis.MemoryStoreTypeId`, made here: this module loads while Redis.ts does. */
 const MemoryStoreTypeId: Redis.MemoryStoreTypeId = Symbol.for("wakuwaku/MemoryStore") as Redis.MemoryStoreTypeId
@@ -156,8 +158,8 @@ export const make = (store: Redis.MemoryStore): Redis.Service => {
   const impl = store as StoreImpl
   return {
     [Redis.TypeId]: Redis.TypeId,
-    script: (script, keys, args) => {
-      const wrong = checkKeys(script, keys)
+    script: <A>(script: Script.Script<A>, keys: ReadonlyArray<string>, args: ReadonlyArray<string>) => {
+      const wrong = checkKeys(script as Script.Script<unknown>, keys)
       if (wrong !== undefined) return Effect.dieMessage(wrong)
       const run = script.twin
       if (run === undefined) {
@@ -165,10 +167,25 @@ export const make = (store: Redis.MemoryStore): Redis.Service => {
           failure("Script", `script ${script.name}`, `NOSCRIPT the memory backend has no twin of script ${script.name}`)
         )
       }
-      return Effect.mapError(
-        atNow(impl, `script ${script.name}`, "Script", () => run(impl.db, keys, args)),
-        (error) => new Redis.RedisError({ ...error, cause: scriptCause(script, error.cause) })
-      )
+      return Effect.flatMap(Clock.currentTimeNanos, (nanos): Effect.Effect<A, Redis.RedisError> => {
+        impl.db.at(nanos)
+        let reply: Script.Reply
+        try {
+          reply = run(impl.db, keys, args)
+        } catch (cause) {
+          return Exit.fail(
+            new Redis.RedisError({
+              reason: "Script",
+              operation: `script ${script.name}`,
+              cause: scriptCause(script, cause)
+            })
+          )
+        }
+        const decoded = script.decode(reply)
+        return Either.isRight(decoded)
+          ? Exit.succeed(decoded.right)
+          : Exit.fail(unexpected(script as Script.Script<unknown>, reply, decoded.left))
+      })
     },
     command: (name, args) => atNow(impl, name, "Server", () => runCommand(impl, name, args)),
     dedicated: () => dedicated(impl)

@@ -102,22 +102,13 @@ const show = (reply: unknown): string => {
   }
 }
 
-/** @internal Decodes a reply of `script`, as an Effect. */
-export const decoded = <A>(script: Script.Script<A>, reply: unknown): Effect.Effect<A, Redis.RedisError> => {
-  const result = script.decode(reply)
-  return Either.isRight(result)
-    ? Effect.succeed(result.right)
-    : Effect.fail(unexpected(script as Script.Script<unknown>, reply, result.left))
-}
-
-/** @internal Runs `script` on `redis` and decodes the reply. */
+/** @internal Runs `script` on `redis`, which decodes the reply. */
 export const runOn = <A>(
   redis: Redis.Service,
   script: Script.Script<A>,
   keys: ReadonlyArray<string>,
   args: ReadonlyArray<string>
-): Effect.Effect<A, Redis.RedisError> =>
-  Effect.flatMap(redis.script(script as Script.Script<unknown>, keys, args), (reply) => decoded(script, reply))
+): Effect.Effect<A, Redis.RedisError> => redis.script(script, keys, args)
 
 /** @internal */
 export const run = <A>(
@@ -125,7 +116,7 @@ export const run = <A>(
   keys: ReadonlyArray<string>,
   args: ReadonlyArray<string>
 ): Effect.Effect<A, Redis.RedisError, Redis.Redis> =>
-  Effect.flatMap(Redis.Redis, (redis) => runOn(redis, script, keys, args))
+  Effect.flatMap(Redis.Redis, (redis) => redis.script(script, keys, args))
 
 /** @internal */
 export const manyLua = (fn: string, keys: number, args: number, shared = 0): string => {
