@@ -312,8 +312,9 @@ export const throttle = <Name extends Redis.KeyName, A, E, R, L>(
   options: TokenBucket.ThrottleOptions | undefined,
   refused: (retryAfter: Option.Option<Duration.Duration>) => L
 ): Effect.Effect<A, E | L | Redis.RedisError | Redis.InvalidInput, R | TokenBucket.Requirements<"write">> => {
-  const cost = options?.cost ?? 1
-  const reserve = bucket.reserve(name, cost, options?.maxWait ?? MAX_WAIT)
+  // Only undefined means "the default": a null is bad input, refused by reserve.
+  const cost = options?.cost === undefined ? 1 : options.cost
+  const reserve = bucket.reserve(name, cost, options?.maxWait === undefined ? MAX_WAIT : options.maxWait)
   return Effect.uninterruptibleMask((restore) =>
     Effect.flatMap(reserve, (reservation): Effect.Effect<A, E | L, R | TokenBucket.Requirements<"write">> => {
       if (reservation._tag === "Refused") return Effect.fail(refused(reservation.retryAfter))
