@@ -41,9 +41,10 @@ export const isTokenBucket = (u: unknown): u is TokenBucket.TokenBucket<never> =
  * - `store(key, b, tokens)` writes the level at `now`, expiring when the bucket is full again (deleting
  *   it when full now).
  * - `take(key, b, cost, max_wait)` is one reservation: it takes `cost` if the tokens left would be at
- *   least -(rate × max_wait ms), the debt allowed. It returns three values: allowed (0|1), ms (allowed:
- *   the wait until the debt is paid, at most max_wait; denied: when a call with the same max_wait would
- *   be allowed, -1 when cost > capacity), floor(tokens left). An acquire is a take with max_wait 0.
+ *   least -(rate × max_wait ms), the debt allowed (`allowance`). It returns three values: allowed
+ *   (0|1), ms (allowed: the wait until the debt is paid, at most max_wait; denied: when a call with the
+ *   same max_wait would be allowed, -1 when cost > capacity), floor(tokens left). An acquire is a take
+ *   with max_wait 0.
  */
 const FUNCTIONS = `${NOW_US}local at = ' ' .. string.format('%d', now)
 local shapes = {}
@@ -77,12 +78,12 @@ end
 local function take(key, b, cost, max_wait)
   local capacity, k, period = b.capacity, b.k, b.period
   local tokens = level(key, b)
-  local debt = 0
-  if max_wait > 0 then debt = (max_wait * 1000) * k / period end
+  local allowance = 0
+  if max_wait > 0 then allowance = (max_wait * 1000) * k / period end
   local allowed, ms = 0, 0
   if cost > capacity then
     ms = -1
-  elseif (tokens - cost) + debt >= 0 then
+  elseif (tokens - cost) + allowance >= 0 then
     tokens = tokens - cost
     allowed = 1
     if tokens < 0 then
@@ -96,7 +97,7 @@ local function take(key, b, cost, max_wait)
   else
     ms = math.ceil(((cost - tokens) * period / k - max_wait * 1000) / 1000)
     for _ = 1, 3 do
-      if (tokens + (ms * 1000) * k / period - cost) + debt >= 0 then break end
+      if (tokens + (ms * 1000) * k / period - cost) + allowance >= 0 then break end
       ms = ms + 1
     end
   end
@@ -138,13 +139,13 @@ const store = (db: Script.Keyspace, key: string, b: Shape, tokens: number): void
 const take = (db: Script.Keyspace, key: string, b: Shape, cost: number, maxWait: number): [number, number, number] => {
   const { capacity, k, period } = b
   let tokens = levelOf(db, key, b)
-  let debt = 0
-  if (maxWait > 0) debt = (maxWait * 1000) * k / period
+  let allowance = 0
+  if (maxWait > 0) allowance = (maxWait * 1000) * k / period
   let allowed = 0
   let ms = 0
   if (cost > capacity) {
     ms = -1
-  } else if ((tokens - cost) + debt >= 0) {
+  } else if ((tokens - cost) + allowance >= 0) {
     tokens = tokens - cost
     allowed = 1
     if (tokens < 0) {
@@ -158,7 +159,7 @@ const take = (db: Script.Keyspace, key: string, b: Shape, cost: number, maxWait:
   } else {
     ms = Math.ceil(((cost - tokens) * period / k - maxWait * 1000) / 1000)
     for (let i = 0; i < 3; i++) {
-      if ((tokens + (ms * 1000) * k / period - cost) + debt >= 0) break
+      if ((tokens + (ms * 1000) * k / period - cost) + allowance >= 0) break
       ms = ms + 1
     }
   }

@@ -568,7 +568,7 @@ if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 redis.call('DEL', KEYS[1])
 return 1
 
--- TokenBucket.acquire: KEYS 1; sha1 30fad04aa90d7f8ea5380a87a7666321d0df9060
+-- TokenBucket.acquire: KEYS 1; sha1 628262ad6503f9976a6fd783d31964f1e053cbfb
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local at = ' ' .. string.format('%d', now)
@@ -603,12 +603,12 @@ end
 local function take(key, b, cost, max_wait)
   local capacity, k, period = b.capacity, b.k, b.period
   local tokens = level(key, b)
-  local debt = 0
-  if max_wait > 0 then debt = (max_wait * 1000) * k / period end
+  local allowance = 0
+  if max_wait > 0 then allowance = (max_wait * 1000) * k / period end
   local allowed, ms = 0, 0
   if cost > capacity then
     ms = -1
-  elseif (tokens - cost) + debt >= 0 then
+  elseif (tokens - cost) + allowance >= 0 then
     tokens = tokens - cost
     allowed = 1
     if tokens < 0 then
@@ -622,7 +622,7 @@ local function take(key, b, cost, max_wait)
   else
     ms = math.ceil(((cost - tokens) * period / k - max_wait * 1000) / 1000)
     for _ = 1, 3 do
-      if (tokens + (ms * 1000) * k / period - cost) + debt >= 0 then break end
+      if (tokens + (ms * 1000) * k / period - cost) + allowance >= 0 then break end
       ms = ms + 1
     end
   end
@@ -631,7 +631,7 @@ local function take(key, b, cost, max_wait)
 end
 return {take(KEYS[1], shape(ARGV[1]), tonumber(ARGV[2]), 0)}
 
--- TokenBucket.acquireMany: KEYS 1 per call (a batch of calls laid end to end); sha1 f043478dc440fc843aac00b37545c08d01e4346d
+-- TokenBucket.acquireMany: KEYS 1 per call (a batch of calls laid end to end); sha1 3565a6926219f7cf59cf9a6372493c54d8a17975
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local at = ' ' .. string.format('%d', now)
@@ -666,12 +666,12 @@ end
 local function take(key, b, cost, max_wait)
   local capacity, k, period = b.capacity, b.k, b.period
   local tokens = level(key, b)
-  local debt = 0
-  if max_wait > 0 then debt = (max_wait * 1000) * k / period end
+  local allowance = 0
+  if max_wait > 0 then allowance = (max_wait * 1000) * k / period end
   local allowed, ms = 0, 0
   if cost > capacity then
     ms = -1
-  elseif (tokens - cost) + debt >= 0 then
+  elseif (tokens - cost) + allowance >= 0 then
     tokens = tokens - cost
     allowed = 1
     if tokens < 0 then
@@ -685,7 +685,7 @@ local function take(key, b, cost, max_wait)
   else
     ms = math.ceil(((cost - tokens) * period / k - max_wait * 1000) / 1000)
     for _ = 1, 3 do
-      if (tokens + (ms * 1000) * k / period - cost) + debt >= 0 then break end
+      if (tokens + (ms * 1000) * k / period - cost) + allowance >= 0 then break end
       ms = ms + 1
     end
   end
@@ -710,7 +710,7 @@ for i = 1, #KEYS / 1 do
 end
 return replies
 
--- TokenBucket.peek: KEYS 1, read-only; sha1 84454cf1e1bd962aee8b48db72e5f20546afd02a
+-- TokenBucket.peek: KEYS 1, read-only; sha1 2f538f9ec896f7fdbd70bbb00feca6a98f2af3da
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local at = ' ' .. string.format('%d', now)
@@ -745,12 +745,12 @@ end
 local function take(key, b, cost, max_wait)
   local capacity, k, period = b.capacity, b.k, b.period
   local tokens = level(key, b)
-  local debt = 0
-  if max_wait > 0 then debt = (max_wait * 1000) * k / period end
+  local allowance = 0
+  if max_wait > 0 then allowance = (max_wait * 1000) * k / period end
   local allowed, ms = 0, 0
   if cost > capacity then
     ms = -1
-  elseif (tokens - cost) + debt >= 0 then
+  elseif (tokens - cost) + allowance >= 0 then
     tokens = tokens - cost
     allowed = 1
     if tokens < 0 then
@@ -764,7 +764,7 @@ local function take(key, b, cost, max_wait)
   else
     ms = math.ceil(((cost - tokens) * period / k - max_wait * 1000) / 1000)
     for _ = 1, 3 do
-      if (tokens + (ms * 1000) * k / period - cost) + debt >= 0 then break end
+      if (tokens + (ms * 1000) * k / period - cost) + allowance >= 0 then break end
       ms = ms + 1
     end
   end
@@ -773,7 +773,7 @@ local function take(key, b, cost, max_wait)
 end
 return math.max(0, math.floor(level(KEYS[1], shape(ARGV[1]))))
 
--- TokenBucket.refund: KEYS 1; sha1 7dac6d0d8e42ef8c8e59968ad0c9715017cd4a59
+-- TokenBucket.refund: KEYS 1; sha1 376314af071e31ea1689156df439476287b1c81c
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local at = ' ' .. string.format('%d', now)
@@ -808,12 +808,12 @@ end
 local function take(key, b, cost, max_wait)
   local capacity, k, period = b.capacity, b.k, b.period
   local tokens = level(key, b)
-  local debt = 0
-  if max_wait > 0 then debt = (max_wait * 1000) * k / period end
+  local allowance = 0
+  if max_wait > 0 then allowance = (max_wait * 1000) * k / period end
   local allowed, ms = 0, 0
   if cost > capacity then
     ms = -1
-  elseif (tokens - cost) + debt >= 0 then
+  elseif (tokens - cost) + allowance >= 0 then
     tokens = tokens - cost
     allowed = 1
     if tokens < 0 then
@@ -827,7 +827,7 @@ local function take(key, b, cost, max_wait)
   else
     ms = math.ceil(((cost - tokens) * period / k - max_wait * 1000) / 1000)
     for _ = 1, 3 do
-      if (tokens + (ms * 1000) * k / period - cost) + debt >= 0 then break end
+      if (tokens + (ms * 1000) * k / period - cost) + allowance >= 0 then break end
       ms = ms + 1
     end
   end
@@ -840,7 +840,7 @@ if tokens > b.capacity then tokens = b.capacity end
 store(KEYS[1], b, tokens)
 return math.max(0, math.floor(tokens))
 
--- TokenBucket.reserve: KEYS 1; sha1 9183e433ac97e7a70ebb0d5e3e53a5e7af0d373e
+-- TokenBucket.reserve: KEYS 1; sha1 f4b4f546b663bf25fa44ffe05621acd314f94401
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local at = ' ' .. string.format('%d', now)
@@ -875,12 +875,12 @@ end
 local function take(key, b, cost, max_wait)
   local capacity, k, period = b.capacity, b.k, b.period
   local tokens = level(key, b)
-  local debt = 0
-  if max_wait > 0 then debt = (max_wait * 1000) * k / period end
+  local allowance = 0
+  if max_wait > 0 then allowance = (max_wait * 1000) * k / period end
   local allowed, ms = 0, 0
   if cost > capacity then
     ms = -1
-  elseif (tokens - cost) + debt >= 0 then
+  elseif (tokens - cost) + allowance >= 0 then
     tokens = tokens - cost
     allowed = 1
     if tokens < 0 then
@@ -894,7 +894,7 @@ local function take(key, b, cost, max_wait)
   else
     ms = math.ceil(((cost - tokens) * period / k - max_wait * 1000) / 1000)
     for _ = 1, 3 do
-      if (tokens + (ms * 1000) * k / period - cost) + debt >= 0 then break end
+      if (tokens + (ms * 1000) * k / period - cost) + allowance >= 0 then break end
       ms = ms + 1
     end
   end
