@@ -7,10 +7,15 @@
  * nothing. Buckets start full, so a name seen for the first time gets its whole burst. Because the
  * state is in Redis, the limit holds across every replica of a service.
  *
+ * A caller that would rather wait than be refused {@link TokenBucket.reserve}s: the bucket may go into
+ * debt by up to the refill of `maxWait`, and the caller starts when the debt is paid. {@link throttle}
+ * does this around an effect, for outbound calls shared by every replica ("at most 100 calls a second
+ * to the partner's API").
+ *
  * **What lives in Redis.** One string per name that is not full:
- * `@@wakuwaku:TokenBucket:<namespace>:<name>` holding `"<tokens> <ts>"` (tokens fractional, ts in server
- * microseconds). Its TTL is the time until the bucket is full again; a full bucket has no key. Idle
- * names use no memory.
+ * `@@wakuwaku:TokenBucket:<namespace>:<name>` holding `"<tokens> <ts>"` (tokens fractional, negative while
+ * the bucket is in debt, ts in server microseconds). Its TTL is the time until the bucket is full
+ * again; a full bucket has no key. Idle names use no memory.
  *
  * **Guarantees.**
  * - Atomic: one Lua script reads, refills, takes and stores. However many replicas call at once, no
@@ -19,6 +24,9 @@
  *   skew between replicas cannot bend the rate. This relies on script effects replication, the default
  *   since Redis 5.
  * - `Denied.retryAfter` is exact: a retry after that long succeeds if nothing else takes tokens.
+ * - Reservations queue in the order Redis ran them, from every replica: each waits for the debt of
+ *   those before it, so over any interval T the starts admitted are at most capacity + rate × T, and
+ *   they are spread evenly. One script call per reservation, no retry loop.
  *
  * **Caveats.**
  * - `acquire` always writes (even a denial stores the refilled level), so it needs
@@ -51,7 +59,11 @@
  * @since 0.1.0
  */
 import type * as Data from "effect/Data"
-import type * as Effect from "effect/Effect"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import { dual } from "effect/Function"
+import type * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
 import * as Admission_ from "./Admission.js"
 import type * as Capability from "./Capability.js"
 import * as internal from "./internal/tokenBucket.js"
@@ -127,6 +139,32 @@ export type Admission = Admission_.Admission
 export const Admission: Data.TaggedEnum.Constructor<Admission> = Admission_.Admission
 
 /**
+ * The outcome of a {@link TokenBucket.reserve}.
+ *
+ * - `Granted`: the tokens were taken, perhaps into debt. `wait` is how long the caller must wait before
+ *   it starts, until the debt is paid (whole milliseconds, rounded up; zero when the bucket held enough;
+ *   never more than `maxWait`).
+ * - `Refused`: nothing was taken. `retryAfter` is how long until the same reservation would be granted
+ *   if nothing else takes tokens (whole milliseconds), or `None` when `cost` exceeds `capacity`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Reservation = Data.TaggedEnum<{
+  Granted: { readonly wait: Duration.Duration }
+  Refused: { readonly retryAfter: Option.Option<Duration.Duration> }
+}>
+
+/**
+ * Constructors and matchers of {@link Reservation}: `Reservation.Granted({ wait })`,
+ * `Reservation.$is`, `Reservation.$match`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const Reservation: Data.TaggedEnum.Constructor<Reservation> = internal.Reservation
+
+/**
  * A token-bucket limiter: a plain immutable value, declared once as a module-level constant.
  *
  * @since 0.1.0
@@ -149,13 +187,36 @@ export interface TokenBucket<in Name extends Redis.KeyName> {
     cost: number
   ) => Effect.Effect<Admission, Redis.RedisError | Redis.InvalidInput, Requirements<"write">>
   /**
+   * Takes `cost` tokens (a non-negative safe integer) from `name`'s bucket if the tokens left would be
+   * at least −(rate × `maxWait`): the bucket may go into debt, and the caller is told to wait until the
+   * refill has paid it. `maxWait` is a duration from 0 to 10^11 ms, counted in whole milliseconds
+   * (rounded down); with 0 this is {@link TokenBucket.acquire}. Reservations queue behind one another
+   * in the order Redis runs them, whichever replica makes them. One script call; always writes. Bad
+   * input fails with `InvalidInput` and sends nothing.
+   */
+  readonly reserve: (
+    name: Name,
+    cost: number,
+    maxWait: Duration.DurationInput
+  ) => Effect.Effect<Reservation, Redis.RedisError | Redis.InvalidInput, Requirements<"write">>
+  /**
+   * Gives `cost` tokens (a non-negative safe integer) back to `name`'s bucket: paying its debt first,
+   * never beyond `capacity`. For a reservation given up on, or work that was not done after all.
+   * Succeeds with the whole tokens the bucket holds afterwards, 0 while it is still in debt (as
+   * {@link TokenBucket.peek} would say).
+   */
+  readonly refund: (
+    name: Name,
+    cost: number
+  ) => Effect.Effect<number, Redis.RedisError | Redis.InvalidInput, Requirements<"write">>
+  /**
    * Deletes `name`'s bucket, so the next request sees it full. Succeeds with whether it existed (was
    * not full).
    */
   readonly reset: (name: Name) => Effect.Effect<boolean, Redis.RedisError | Redis.InvalidInput, Requirements<"write">>
   /**
-   * The whole tokens `name`'s bucket holds now, without taking any. Only reads, so a replica can
-   * serve it (replicas lag their primary).
+   * The whole tokens `name`'s bucket holds now (0 while it is in debt), without taking any. Only reads,
+   * so a replica can serve it (replicas lag their primary).
    */
   readonly peek: (name: Name) => Effect.Effect<number, Redis.RedisError | Redis.InvalidInput, Requirements<"read">>
 }
@@ -172,3 +233,84 @@ export const make: <Name extends Redis.KeyName = string>(
   capacity: number,
   rate: Rate.Rate
 ) => TokenBucket<Name> = internal.make
+
+/**
+ * Options of {@link throttle}.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ThrottleOptions {
+  /** Tokens per call; default 1. */
+  readonly cost?: number | undefined
+  /**
+   * The longest the call may wait for its turn; refused beyond it. Default: as long as it takes (the
+   * bound, 10^11 ms); bound the wait here, or with a timeout around the call, which refunds.
+   */
+  readonly maxWait?: Duration.DurationInput | undefined
+}
+
+/**
+ * A throttled call was refused: its turn would come later than `maxWait` allows. `retryAfter` is how
+ * long until the same call would be granted, or `None` when its cost exceeds the bucket's capacity.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class RateLimited extends Schema.TaggedError<RateLimited>("wakuwaku/RateLimited")("RateLimited", {
+  /** `{ _tag: "Some", value: { _tag: "Millis", millis } }` or `{ _tag: "None" }` in JSON. */
+  retryAfter: Schema.Option(Schema.Duration)
+}) {
+  override get message(): string {
+    return this.retryAfter._tag === "None"
+      ? "rate limited: the cost exceeds the bucket's capacity"
+      : `rate limited: retry after ${Math.ceil(Duration.toMillis(this.retryAfter.value))} ms`
+  }
+}
+
+/**
+ * Runs `effect` at its turn on `name`'s bucket: reserves `cost` tokens with `maxWait`, sleeps the wait
+ * on Effect's `Clock`, then runs `effect`. Every replica's calls queue on the one bucket, so together
+ * they start at most capacity + rate × T over any interval T, spread evenly: no herd of retries. One
+ * Redis call per call. Interrupted while it waits, it gives its tokens back ({@link TokenBucket.refund}),
+ * so a caller that gave up does not eat the others' rate. Refused, it fails with {@link RateLimited}.
+ * Dual: `throttle(bucket, name, options)(effect)` or `throttle(effect, bucket, name, options)`.
+ *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { Rate, TokenBucket } from "wakuwaku"
+ *
+ * // At most 100 calls a second to the partner's API, whichever replica makes them.
+ * const PARTNER = TokenBucket.make<string>("partner-api", 100, Rate.perSecond(100))
+ *
+ * export const callPartner = <A, E, R>(call: Effect.Effect<A, E, R>) =>
+ *   call.pipe(TokenBucket.throttle(PARTNER, "orders", { maxWait: "10 seconds" }))
+ * ```
+ *
+ * @since 0.1.0
+ * @category combinators
+ */
+export const throttle: {
+  <Name extends Redis.KeyName>(
+    bucket: TokenBucket<Name>,
+    name: Name,
+    options?: ThrottleOptions
+  ): <A, E, R>(
+    effect: Effect.Effect<A, E, R>
+  ) => Effect.Effect<A, E | RateLimited | Redis.RedisError | Redis.InvalidInput, R | Requirements<"write">>
+  <A, E, R, Name extends Redis.KeyName>(
+    effect: Effect.Effect<A, E, R>,
+    bucket: TokenBucket<Name>,
+    name: Name,
+    options?: ThrottleOptions
+  ): Effect.Effect<A, E | RateLimited | Redis.RedisError | Redis.InvalidInput, R | Requirements<"write">>
+} = dual(
+  (args) => Effect.isEffect(args[0]),
+  <A, E, R, Name extends Redis.KeyName>(
+    effect: Effect.Effect<A, E, R>,
+    bucket: TokenBucket<Name>,
+    name: Name,
+    options?: ThrottleOptions
+  ) => internal.throttle(effect, bucket, name, options, (retryAfter) => new RateLimited({ retryAfter }))
+)

@@ -1,8 +1,9 @@
 /**
  * One bad-input suite for every structure. fast-check generates bad names (lone surrogates, over 4096
  * bytes, numbers that are no safe integer, huge bigints and byte arrays, values of no name type), bad
- * costs (negative, fractional, non-finite, huge, of no number type), bad messages (non-finite, of the
- * wrong shape, that JSON would change) and bad delivery modes, for every operation of TokenBucket,
+ * costs (negative, fractional, non-finite, huge, of no number type), bad waits (negative, past 10^11
+ * ms, no duration), bad messages (non-finite, of the wrong shape, that JSON would change) and bad
+ * delivery modes, for every operation of TokenBucket (throttle included),
  * FixedWindow, Lock, RwLock and Pipe. Each runs on the throwaway server and on the embedded backend:
  *
  * - it must fail with `InvalidInput` naming the argument, never a defect and never a `RedisError`;
@@ -132,6 +133,14 @@ const pastBound: fc.Arbitrary<unknown> = fc.oneof(
   fc.constantFrom("200 weeks", Duration.days(1e6), 2 ** 62)
 )
 
+/** A reservation's maxWait: anything but a duration from 0 to 10^11 ms (0 is fine here). */
+const badMaxWait: fc.Arbitrary<unknown> = fc.oneof(
+  fc.constantFrom(-1, NaN, Infinity, -Infinity, -5n, "garbage", "-5 seconds", "1 fortnight", "", {}, null, [-1, 0]),
+  fc.constantFrom(Duration.infinity, "x".repeat(100_000)),
+  fc.double({ max: -Number.MIN_VALUE, noNaN: true }),
+  pastBound
+)
+
 const badNamespace: fc.Arbitrary<unknown> = fc.oneof(
   fc.constantFrom("", "a:b", "{x}", "has space", "ü", "a/b", null, 1, undefined),
   fc.integer({ min: 65, max: 1_000_000 }).map((n) => "n".repeat(n))
@@ -173,6 +182,35 @@ const limiterOps = (
     badName.map((name) => op(`${label}.reset`, "name", name, () => limiter.reset(as(name)))),
     badName.map((name) => op(`${label}.peek`, "name", name, () => limiter.peek(as(name))))
   )
+
+const bucketOps = fc.oneof(
+  limiterOps("TokenBucket", BUCKET),
+  badName.map((name) => op("TokenBucket.reserve(name)", "name", name, () => BUCKET.reserve(as(name), 1, 0))),
+  badCost.map((cost) => op("TokenBucket.reserve(cost)", "cost", cost, () => BUCKET.reserve("n", as(cost), "1 second"))),
+  badMaxWait.map((wait) => op("TokenBucket.reserve(maxWait)", "maxWait", wait, () => BUCKET.reserve("n", 1, as(wait)))),
+  badName.map((name) => op("TokenBucket.refund(name)", "name", name, () => BUCKET.refund(as(name), 1))),
+  badCost.map((cost) => op("TokenBucket.refund(cost)", "cost", cost, () => BUCKET.refund("n", as(cost)))),
+  badName.map((name) =>
+    op("TokenBucket.throttle(name)", "name", name, () => TokenBucket.throttle(Effect.void, BUCKET, as(name)))
+  ),
+  // An option left undefined takes its default.
+  badCost.filter((cost) => cost !== undefined).map((cost) =>
+    op(
+      "TokenBucket.throttle(cost)",
+      "cost",
+      cost,
+      () => TokenBucket.throttle(Effect.void, BUCKET, "n", { cost: as(cost) })
+    )
+  ),
+  badMaxWait.map((wait) =>
+    op(
+      "TokenBucket.throttle(maxWait)",
+      "maxWait",
+      wait,
+      () => TokenBucket.throttle(Effect.void, BUCKET, "n", { maxWait: as(wait) })
+    )
+  )
+)
 
 const lockOps = fc.oneof(
   badName.map((name) => op("Lock.tryLock", "name", name, () => LOCK.tryLock(as(name)))),
@@ -237,7 +275,7 @@ const property = (ops: fc.Arbitrary<Op>) =>
 describe(`bad input on Redis and on the embedded backend (seed ${SEED}, ${RUNS} runs)`, () => {
   it(
     "TokenBucket: every operation fails with InvalidInput, writes nothing, and both backends agree",
-    () => property(limiterOps("TokenBucket", BUCKET)),
+    () => property(bucketOps),
     60_000
   )
   it(

@@ -2,11 +2,12 @@
  * The bound on every duration a structure keeps in Redis (src/internal/duration.ts): a lock's or a
  * reader's lease, a pipe's TTL, a window. Past 10^11 ms (10^14 µs) `make` throws a `RangeError` naming
  * the bound; at the bound, every script and twin handles it exactly, on every backend: the reader's
- * score, the TTLs and the fences are what they should be, and the backends agree.
+ * score, the TTLs and the fences are what they should be, and the backends agree. A reservation's
+ * maxWait has the same bound (past it: InvalidInput, test/TokenBucket.reserve.test.ts).
  */
 import { Duration, Effect, Option, Schema, Stream } from "effect"
 import { describe, expect, it } from "vitest"
-import { FixedWindow, Lock, Pipe, Rate, type Redis, RwLock } from "wakuwaku"
+import { FixedWindow, Lock, Pipe, Rate, type Redis, RwLock, TokenBucket } from "wakuwaku"
 import { command, forEachBackend, pttl } from "./support/backends.js"
 import { freshNamespace } from "./support/redis.js"
 
@@ -102,6 +103,31 @@ forEachBackend("durations at the bound", (it) => {
       expect(yield* token.extend).toBe(true)
       expect(yield* token.release).toBe(true)
       yield* command("DEL", `@@wakuwaku:Lock:{${ns}:job}:fence`)
+    }))
+
+  it.scoped("TokenBucket: a reservation with maxWait 10^11 ms goes 10^8 tokens into debt and waits up to it", () =>
+    Effect.gen(function*() {
+      const ns = freshNamespace("bound")
+      // A token a second, 10^8 of them: 10^11 ms to fill, and as long to pay a debt of as many.
+      const B = TokenBucket.make<string>(ns, 1e8, Rate.perSecond(1))
+      const started = performance.now()
+      expect(yield* B.acquire("a", 1e8)).toEqual(TokenBucket.Admission.Allowed({ remaining: 0 }))
+      const granted = yield* B.reserve("a", 1e8, MAX_MS)
+      const elapsed = Math.ceil(performance.now() - started) + 1
+      if (granted._tag !== "Granted") return expect.fail("expected Granted")
+      expect(Duration.toMillis(granted.wait)).toBeLessThanOrEqual(MAX_MS)
+      expect(Duration.toMillis(granted.wait)).toBeGreaterThanOrEqual(MAX_MS - elapsed)
+      // Full again after the debt and the whole capacity: 2 × 10^11 ms.
+      const ttl = yield* pttl(`@@wakuwaku:TokenBucket:${ns}:a`)
+      expect(ttl).toBeGreaterThan(2 * MAX_MS - 5_000)
+      expect(ttl).toBeLessThanOrEqual(2 * MAX_MS)
+      // One token more is a second past the bound: refused for about that second.
+      const refused = yield* B.reserve("a", 1, MAX_MS)
+      if (refused._tag !== "Refused") return expect.fail("expected Refused")
+      const retry = Duration.toMillis(Option.getOrThrow(refused.retryAfter))
+      expect(retry).toBeLessThanOrEqual(1000)
+      expect(retry).toBeGreaterThanOrEqual(1000 - Math.ceil(performance.now() - started) - 1)
+      expect(yield* B.reset("a")).toBe(true)
     }))
 
   it.scoped("Pipe: a message sent with a TTL of 10^11 ms lives that long and is received", () =>

@@ -1,4 +1,4 @@
-import { Effect } from "effect"
+import { Context, Duration, Effect } from "effect"
 import { describe, expectTypeOf, it } from "vitest"
 import { Capability, Rate, Redis, TokenBucket } from "wakuwaku"
 
@@ -89,5 +89,61 @@ describe("TokenBucket requirements", () => {
     expectTypeOf(BYTES.acquire).parameter(0).toEqualTypeOf<Uint8Array>()
     const BIG = TokenBucket.make<bigint>("big", 1, Rate.perSecond(1))
     expectTypeOf(BIG.acquire).parameter(0).toEqualTypeOf<bigint>()
+  })
+
+  it("reserve and refund need Redis | Write<TokenBucket.Entity>, and are typed", () => {
+    expectTypeOf(LOGINS.reserve("a", 1, "2 seconds")).toEqualTypeOf<
+      Effect.Effect<
+        TokenBucket.Reservation,
+        Redis.RedisError | Redis.InvalidInput,
+        Redis.Redis | Capability.Write<TokenBucket.Entity>
+      >
+    >()
+    expectTypeOf(LOGINS.refund("a", 1)).toEqualTypeOf<
+      Effect.Effect<number, Redis.RedisError | Redis.InvalidInput, Redis.Redis | Capability.Write<TokenBucket.Entity>>
+    >()
+    expectTypeOf(LOGINS.reserve).parameter(2).toEqualTypeOf<Duration.DurationInput>()
+    // @ts-expect-error a string bucket takes string names
+    LOGINS.reserve(5, 1, 0)
+    // @ts-expect-error a number bucket takes number names
+    EXPORT_ROWS.refund("tenant", 1)
+  })
+
+  it("with only the read-only capability, reserve and refund leave Write<TokenBucket.Entity> and do not run", () => {
+    const reserve = LOGINS.reserve("a", 1, "1 second").pipe(Effect.provide(Redis.layerReadOnly()))
+    expectTypeOf<R<typeof reserve>>().toEqualTypeOf<Capability.Write<TokenBucket.Entity>>()
+    // @ts-expect-error Write<Entity<"TokenBucket">> is missing
+    Effect.runPromise(reserve)
+    const refund = LOGINS.refund("a", 1).pipe(Effect.provide(Redis.layerReadOnly()))
+    expectTypeOf<R<typeof refund>>().toEqualTypeOf<Capability.Write<TokenBucket.Entity>>()
+    // @ts-expect-error Write<Entity<"TokenBucket">> is missing
+    Effect.runPromise(refund)
+  })
+
+  it("throttle keeps the effect's A, E and R and adds the bucket's requirements, in both forms", () => {
+    class Partner extends Context.Tag("Partner")<Partner, { readonly call: Effect.Effect<string, PartnerDown> }>() {}
+    class PartnerDown {
+      readonly _tag = "PartnerDown"
+    }
+    const call = Effect.flatMap(Partner, (partner) => partner.call)
+    type Expected = Effect.Effect<
+      string,
+      PartnerDown | TokenBucket.RateLimited | Redis.RedisError | Redis.InvalidInput,
+      Partner | Redis.Redis | Capability.Write<TokenBucket.Entity>
+    >
+    expectTypeOf(TokenBucket.throttle(LOGINS, "a")(call)).toEqualTypeOf<Expected>()
+    expectTypeOf(call.pipe(TokenBucket.throttle(LOGINS, "a", { cost: 2, maxWait: "5 seconds" }))).toEqualTypeOf<
+      Expected
+    >()
+    expectTypeOf(TokenBucket.throttle(call, LOGINS, "a", { maxWait: Duration.seconds(5) })).toEqualTypeOf<Expected>()
+    // Read-only access leaves the write, and the effect's own service, unprovided.
+    const onReplica = TokenBucket.throttle(call, LOGINS, "a").pipe(Effect.provide(Redis.layerReadOnly()))
+    expectTypeOf<R<typeof onReplica>>().toEqualTypeOf<Partner | Capability.Write<TokenBucket.Entity>>()
+    const provided = onReplica.pipe(Effect.provideService(Partner, { call: Effect.succeed("ok") }))
+    expectTypeOf<R<typeof provided>>().toEqualTypeOf<Capability.Write<TokenBucket.Entity>>()
+    // @ts-expect-error Write<Entity<"TokenBucket">> is missing
+    Effect.runPromise(provided)
+    // @ts-expect-error a string bucket takes string names
+    TokenBucket.throttle(call, LOGINS, 5)
   })
 })

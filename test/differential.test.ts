@@ -7,9 +7,10 @@
  * Time cannot decide an outcome during a run: the bucket refills one token an hour, leases last 30 s,
  * pipe TTLs 60 s. What does depend on elapsed time is compared with a tolerance measured on the run, or
  * not at all (fences: the server's clock against Effect's, so only "it went up" is compared):
- * - `Denied.retryAfter` falls a millisecond per millisecond. The bucket's memory run replays the Redis
- *   run's clock: each Redis operation is bracketed by `TIME` before and after, and the memory run, under
- *   a clock set by hand, sets the time to the bracket's start before the same operation. The two then
+ * - `Denied.retryAfter` (and a reservation's wait or retry) falls a millisecond per millisecond. The
+ *   bucket's memory run replays the Redis run's clock: each Redis operation is bracketed by `TIME`
+ *   before and after, and the memory run, under a clock set by hand, sets the time to the bracket's
+ *   start before the same operation. The two then
  *   differ only by where in its bracket the script ran: |Δ| ≤ 1 + the widest bracket (ms), a few ms at
  *   most, where the run's whole elapsed time (tens of ms) would hide an off-by-one in the twin.
  * - Every run ends with a snapshot of the keys the run wrote (type, and whether and how long they live):
@@ -182,6 +183,9 @@ type BucketOp =
   | { readonly op: "peek"; readonly name: string }
   /** Acquires made at once: on Redis, all but the first go as one call of the batch script. */
   | { readonly op: "burst"; readonly calls: ReadonlyArray<{ readonly name: string; readonly cost: number }> }
+  /** Token buckets only: a reservation that may go into debt by up to the refill of maxWait (ms). */
+  | { readonly op: "reserve"; readonly name: string; readonly cost: number; readonly maxWait: number }
+  | { readonly op: "refund"; readonly name: string; readonly cost: number }
 
 const cost = fc.integer({ min: 0, max: CAPACITY + 2 })
 
@@ -197,6 +201,22 @@ const bucketOp: fc.Arbitrary<BucketOp> = fc.oneof(
     weight: 1
   }
 )
+
+/** Up to 4 hours: at a token an hour, a debt of up to 4 tokens. */
+const maxWait = fc.oneof(fc.constant(0), fc.integer({ min: 1, max: 4 * 3_600_000 }))
+
+/** bucketOp, with reservations and refunds. */
+const tokenBucketOp: fc.Arbitrary<BucketOp> = fc.oneof(
+  { arbitrary: bucketOp, weight: 5 },
+  { arbitrary: record({ op: fc.constant("reserve" as const), name, cost, maxWait }), weight: 4 },
+  { arbitrary: record({ op: fc.constant("refund" as const), name, cost }), weight: 2 }
+)
+
+/** A reservation, as an admission's outcome: its wait, like retryAfter, falls a millisecond per millisecond. */
+const reservation = (r: TokenBucket.Reservation) =>
+  r._tag === "Granted"
+    ? { waitMs: Duration.toMillis(r.wait) }
+    : { deniedRetryMs: Option.match(r.retryAfter, { onNone: () => "never" as const, onSome: Duration.toMillis }) }
 
 const admission = (a: TokenBucket.Admission) =>
   a._tag === "Allowed"
@@ -242,6 +262,12 @@ interface Limiter {
   readonly acquire: (name: string, cost: number) => Effect.Effect<TokenBucket.Admission, Failure, Redis.ReadWrite>
   readonly reset: (name: string) => Effect.Effect<boolean, Failure, Redis.ReadWrite>
   readonly peek: (name: string) => Effect.Effect<number, Failure, Redis.ReadWrite>
+  readonly reserve?: (
+    name: string,
+    cost: number,
+    maxWait: Duration.DurationInput
+  ) => Effect.Effect<TokenBucket.Reservation, Failure, Redis.ReadWrite>
+  readonly refund?: (name: string, cost: number) => Effect.Effect<number, Failure, Redis.ReadWrite>
 }
 type Failure = Redis.RedisError | Redis.InvalidInput
 
@@ -294,6 +320,12 @@ const runBucket = (
           entries.push(entry(op, all.map(admission)))
           break
         }
+        case "reserve":
+          entries.push(entry(op, reservation(yield* timed(bucket.reserve!(op.name, op.cost, op.maxWait)))))
+          break
+        case "refund":
+          entries.push(entry(op, { tokens: yield* timed(bucket.refund!(op.name, op.cost)) }))
+          break
       }
     }
     for (const n of NAMES) entries.push(entry({ final: "peek", name: n }, { tokens: yield* timed(bucket.peek(n)) }))
@@ -320,9 +352,12 @@ const nearRetry = (widestMs: number) => (redis: unknown, memory: unknown, tolera
     return redis.length === memory.length &&
       redis.every((r, i) => show(r) === show(memory[i]) || nearRetry(widestMs)(r, memory[i], tolerance))
   }
-  const r = (redis as { deniedRetryMs?: unknown } | undefined)?.deniedRetryMs
-  const m = (memory as { deniedRetryMs?: unknown } | undefined)?.deniedRetryMs
-  return typeof r === "number" && typeof m === "number" && Math.abs(r - m) <= 1 + Math.floor(widestMs)
+  for (const field of ["deniedRetryMs", "waitMs"] as const) {
+    const r = (redis as Partial<Record<typeof field, unknown>> | undefined)?.[field]
+    const m = (memory as Partial<Record<typeof field, unknown>> | undefined)?.[field]
+    if (typeof r === "number" && typeof m === "number" && Math.abs(r - m) <= 1 + Math.floor(widestMs)) return true
+  }
+  return false
 }
 
 // Lock
@@ -637,12 +672,16 @@ const runPipe = (ops: ReadonlyArray<PipeOp>): Run => (_, namespace) =>
   })
 
 describe("differential: memory backend against Redis", () => {
-  it("TokenBucket: acquire (costs 0..capacity+2, alone or in bursts), reset, peek", async () => {
-    await property(bucketOp, async (ops) => {
-      const brackets: Brackets = { at: [] }
-      await differential(runBucket(ops, brackets), (r, m, tolerance) => nearRetry(widest(brackets))(r, m, tolerance))
-    })
-  }, TIMEOUT)
+  it(
+    "TokenBucket: acquire (costs 0..capacity+2, alone or in bursts), reserve into debt, refund, reset, peek",
+    async () => {
+      await property(tokenBucketOp, async (ops) => {
+        const brackets: Brackets = { at: [] }
+        await differential(runBucket(ops, brackets), (r, m, tolerance) => nearRetry(widest(brackets))(r, m, tolerance))
+      })
+    },
+    TIMEOUT
+  )
 
   it("FixedWindow: acquire (costs 0..limit+2, alone or in bursts), reset, peek", async () => {
     await property(bucketOp, async (ops) => {
@@ -671,6 +710,9 @@ describe("differential: memory backend against Redis", () => {
     expect(nearRetry(0.4)({ deniedRetryMs: 100 }, { deniedRetryMs: 102 }, 50)).toBe(false)
     expect(nearRetry(0.4)({ deniedRetryMs: "never" }, { deniedRetryMs: 100 }, 50)).toBe(false)
     expect(nearRetry(0.4)({ allowed: 1 }, { allowed: 2 }, 50)).toBe(false)
+    expect(nearRetry(0.4)({ waitMs: 100 }, { waitMs: 101 }, 50)).toBe(true)
+    expect(nearRetry(0.4)({ waitMs: 100 }, { waitMs: 102 }, 50)).toBe(false)
+    expect(nearRetry(0.4)({ waitMs: 100 }, { deniedRetryMs: 100 }, 50)).toBe(false)
     const burst = (retry: number) => [{ allowed: 1 }, { deniedRetryMs: retry }]
     expect(nearRetry(2.5)(burst(100), burst(103), 50)).toBe(true)
     expect(nearRetry(2.5)(burst(100), burst(104), 50)).toBe(false)

@@ -40,7 +40,9 @@ describe("scripts", () => {
       "RwLock.writeRelease",
       "TokenBucket.acquire",
       "TokenBucket.acquireMany",
-      "TokenBucket.peek"
+      "TokenBucket.peek",
+      "TokenBucket.refund",
+      "TokenBucket.reserve"
     ])
   })
 

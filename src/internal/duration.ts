@@ -58,3 +58,30 @@ export const bounded = (input: Duration.DurationInput, what: string): Duration.D
   }
   return duration
 }
+
+const negative = (input: unknown): boolean =>
+  (typeof input === "number" && !(input >= 0)) || (typeof input === "bigint" && input < 0n) ||
+  (typeof input === "string" && input.startsWith("-")) ||
+  (Array.isArray(input) && input.some((part) => typeof part === "number" && !(part >= 0)))
+
+/**
+ * @internal A wait an operation takes (`maxWait`): a duration from zero to {@link MAX_MICROS}, in whole
+ * milliseconds rounded down (so that a whole-millisecond wait within it never exceeds it), or, as a
+ * string, why it is not one (for the operation's `InvalidInput`). Negative input is refused, where
+ * `Duration.decode` would read it as zero.
+ */
+export const waitMillis = (input: unknown, what: string): number | string => {
+  const decoded = negative(input) ? undefined : Duration.decodeUnknown(input)
+  const nanos = decoded?._tag === "Some" && Duration.isFinite(decoded.value)
+    ? Duration.unsafeToNanos(decoded.value)
+    : undefined
+  if (nanos === undefined || nanos > MAX_MICROS * 1000n) {
+    const shown = decoded?._tag === "Some"
+      ? Duration.format(decoded.value)
+      : typeof input === "string" && input.length > 80
+      ? `a string of ${input.length} characters`
+      : show(input)
+    return `${what} must be a duration from 0 to ${MAX_TEXT}, got ${shown}`
+  }
+  return Number(nanos / 1_000_000n)
+}

@@ -23,12 +23,13 @@ const isInt = (u: unknown): u is number => typeof u === "number" && Number.isSaf
 
 /**
  * @internal The `call` of an acquire batch script, around the script's `take(key, params, cost)` (three
- * values: allowed, retry_ms, remaining), with `parse` applied to the call's parameter string: an allowed
- * call replies with its remaining alone (an integer, not a table: Redis replies about 1 µs sooner).
+ * values: allowed, retry_ms, remaining), with `parse` applied to the call's parameter string and `more`
+ * (Lua, such as ", 0") after the cost: an allowed call replies with its remaining alone (an integer, not a
+ * table: Redis replies about 1 µs sooner).
  */
-export const ACQUIRE_CALL = (parse: string) =>
+export const ACQUIRE_CALL = (parse: string, more = "") =>
   `local function call(key, params, cost)
-  local allowed, retry, remaining = take(key, ${parse}(params), tonumber(cost))
+  local allowed, retry, remaining = take(key, ${parse}(params), tonumber(cost)${more})
   if allowed == 1 then return remaining end
   return {allowed, retry, remaining}
 end
@@ -81,25 +82,38 @@ export class Limiter<Name extends Redis.KeyName, E extends Capability.AnyEntity>
     return Either.isRight(encoded) ? key.itemKey(this.kind, this.namespace, encoded.right) : encoded.left
   }
 
-  readonly acquire = (
+  /**
+   * Runs `script` on `name`'s key, with ARGV the shape, `cost` and `more`, once the cost (a non-negative
+   * safe integer) and the name are checked, in that order, and the right to write is.
+   */
+  protected spend<A>(
+    operation: string,
+    script: Script.Script<A>,
     name: Name,
-    cost: number
-  ): Effect.Effect<Admission, Failure, Redis.Redis | Capability.Write<E>> => {
+    cost: number,
+    more: ReadonlyArray<string> = []
+  ): Effect.Effect<A, Failure, Redis.Redis | Capability.Write<E>> {
     if (!isInt(cost) || cost < 0) {
       return Effect.fail(
         new Redis.InvalidInput({
-          operation: `${this.label}.acquire`,
+          operation: `${this.label}.${operation}`,
           argument: "cost",
           message: `cost must be a non-negative safe integer, got ${String(cost)}`
         })
       )
     }
-    const k = this.keyOf("acquire", name)
+    const k = this.keyOf(operation, name)
     if (typeof k !== "string") return Effect.fail(k)
     const keys = [k]
-    const args = [this.shape, String(cost)]
-    return access.write(this.entity, (redis) => runOn(redis, this.scripts.acquire, keys, args))
+    const args = [this.shape, String(cost), ...more]
+    return access.write(this.entity, (redis) => runOn(redis, script, keys, args))
   }
+
+  readonly acquire = (
+    name: Name,
+    cost: number
+  ): Effect.Effect<Admission, Failure, Redis.Redis | Capability.Write<E>> =>
+    this.spend("acquire", this.scripts.acquire, name, cost)
 
   readonly reset = (name: Name): Effect.Effect<boolean, Failure, Redis.Redis | Capability.Write<E>> => {
     const k = this.keyOf("reset", name)

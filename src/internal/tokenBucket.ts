@@ -1,8 +1,14 @@
 /** @internal */
+import * as Data from "effect/Data"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Option from "effect/Option"
 import * as Rate from "../Rate.js"
-import type * as Redis from "../Redis.js"
+import * as Redis from "../Redis.js"
 import * as Script from "../Script.js"
 import type * as TokenBucket from "../TokenBucket.js"
+import { MAX_MICROS, waitMillis } from "./duration.js"
 import * as key from "./key.js"
 import * as limiter from "./limiter.js"
 import { NOW_US } from "./lua.js"
@@ -17,18 +23,28 @@ export const entity = Object.freeze({ kind: KIND }) as TokenBucket.Entity
 export const TypeId: TokenBucket.TypeId = Symbol.for("wakuwaku/TokenBucket") as TokenBucket.TypeId
 
 /** @internal */
+export const Reservation: Data.TaggedEnum.Constructor<TokenBucket.Reservation> = Data.taggedEnum<
+  TokenBucket.Reservation
+>()
+
+/** @internal */
 export const isTokenBucket = (u: unknown): u is TokenBucket.TokenBucket<never> =>
   typeof u === "object" && u !== null && TypeId in u
 
 /**
  * @internal Lua shared by the scripts. A bucket's parameters travel as one ARGV string, its shape:
  * "<capacity> <tokens per period> <period µs>", parsed once per script call (`shape`). State is one
- * string "<tokens> <ts>": tokens fractional (printed with %.17g, so a round trip is exact), ts the server
- * time in µs. An absent key is a full bucket.
- * - `level(key, b)` is the level at `now`. Refill multiplies before it divides, and retry times are
- *   checked with that same expression, so a retry exactly at retryAfter sees enough tokens.
- * - `take(key, b, cost)` is one acquire; it returns three values: allowed (0|1), retry_ms (0 when
- *   allowed, -1 when cost > capacity), floor(tokens left).
+ * string "<tokens> <ts>": tokens fractional and negative while the bucket is in debt (printed with
+ * %.17g, so a round trip is exact), ts the server time in µs. An absent key is a full bucket.
+ * - `level(key, b)` is the level at `now`. Refill multiplies before it divides, and every time the
+ *   scripts reply is checked with that same expression, so a call exactly then sees what was promised.
+ * - `store(key, b, tokens)` writes the level at `now`, expiring when the bucket is full again (deleting
+ *   it when full now).
+ * - `take(key, b, cost, max_wait)` is one reservation: it takes `cost` if the tokens left would be at
+ *   least -(rate × max_wait ms), the debt allowed (`allowance`). It returns three values: allowed
+ *   (0|1), ms (allowed: the wait until the debt is paid, at most max_wait; denied: when a call with the
+ *   same max_wait would be allowed, -1 when cost > capacity), floor(tokens left). An acquire is a take
+ *   with max_wait 0.
  */
 const FUNCTIONS = `${NOW_US}local at = ' ' .. string.format('%d', now)
 local shapes = {}
@@ -50,30 +66,43 @@ local function level(key, b)
   if tokens > b.capacity then return b.capacity end
   return tokens
 end
-local function take(key, b, cost)
-  local capacity, k, period = b.capacity, b.k, b.period
-  local tokens = level(key, b)
-  local allowed, retry = 0, 0
-  if cost > capacity then
-    retry = -1
-  elseif tokens >= cost then
-    tokens = tokens - cost
-    allowed = 1
-  else
-    retry = math.ceil((cost - tokens) * period / k / 1000)
-    for _ = 1, 3 do
-      if tokens + (retry * 1000) * k / period >= cost then break end
-      retry = retry + 1
-    end
-  end
-  if tokens >= capacity then
+local function store(key, b, tokens)
+  if tokens >= b.capacity then
     redis.call('DEL', key)
   else
-    local ttl = math.ceil((capacity - tokens) * period / k / 1000)
+    local ttl = math.ceil((b.capacity - tokens) * b.period / b.k / 1000)
     if ttl < 1 then ttl = 1 end
     redis.call('SET', key, string.format('%.17g', tokens) .. at, 'PX', string.format('%d', ttl))
   end
-  return allowed, retry, math.floor(tokens)
+end
+local function take(key, b, cost, max_wait)
+  local capacity, k, period = b.capacity, b.k, b.period
+  local tokens = level(key, b)
+  local allowance = 0
+  if max_wait > 0 then allowance = (max_wait * 1000) * k / period end
+  local allowed, ms = 0, 0
+  if cost > capacity then
+    ms = -1
+  elseif (tokens - cost) + allowance >= 0 then
+    tokens = tokens - cost
+    allowed = 1
+    if tokens < 0 then
+      ms = math.ceil(-tokens * period / k / 1000)
+      for _ = 1, 3 do
+        if tokens + (ms * 1000) * k / period >= 0 then break end
+        ms = ms + 1
+      end
+      if ms > max_wait then ms = max_wait end
+    end
+  else
+    ms = math.ceil(((cost - tokens) * period / k - max_wait * 1000) / 1000)
+    for _ = 1, 3 do
+      if (tokens + (ms * 1000) * k / period - cost) + allowance >= 0 then break end
+      ms = ms + 1
+    end
+  end
+  store(key, b, tokens)
+  return allowed, ms, math.floor(tokens)
 end
 `
 
@@ -97,38 +126,52 @@ const levelOf = (db: Script.Keyspace, key: string, b: Shape): number => {
   const tokens = Number(state.slice(0, sp)) + elapsed * b.k / b.period
   return tokens > b.capacity ? b.capacity : tokens
 }
-const take = (db: Script.Keyspace, key: string, b: Shape, cost: number): Script.Reply => {
-  const { capacity, k, period } = b
-  let tokens = levelOf(db, key, b)
-  let allowed = 0
-  let retry = 0
-  if (cost > capacity) {
-    retry = -1
-  } else if (tokens >= cost) {
-    tokens = tokens - cost
-    allowed = 1
-  } else {
-    retry = Math.ceil((cost - tokens) * period / k / 1000)
-    for (let i = 0; i < 3; i++) {
-      if (tokens + (retry * 1000) * k / period >= cost) break
-      retry = retry + 1
-    }
-  }
-  if (tokens >= capacity) {
+const store = (db: Script.Keyspace, key: string, b: Shape, tokens: number): void => {
+  if (tokens >= b.capacity) {
     db.del(key)
   } else {
-    let ttl = Math.ceil((capacity - tokens) * period / k / 1000)
+    let ttl = Math.ceil((b.capacity - tokens) * b.period / b.k / 1000)
     if (ttl < 1) ttl = 1
     // String() round-trips a double exactly, as %.17g does in the Lua.
     db.set(key, `${String(tokens)} ${db.now}`, { px: ttl })
   }
-  return [allowed, retry, Math.floor(tokens)]
 }
-const acquireTwin: Script.Twin = (db, keys, argv) => take(db, keys[0]!, shapeOf(argv[0]!), Number(argv[1]))
+const take = (db: Script.Keyspace, key: string, b: Shape, cost: number, maxWait: number): [number, number, number] => {
+  const { capacity, k, period } = b
+  let tokens = levelOf(db, key, b)
+  let allowance = 0
+  if (maxWait > 0) allowance = (maxWait * 1000) * k / period
+  let allowed = 0
+  let ms = 0
+  if (cost > capacity) {
+    ms = -1
+  } else if ((tokens - cost) + allowance >= 0) {
+    tokens = tokens - cost
+    allowed = 1
+    if (tokens < 0) {
+      ms = Math.ceil(-tokens * period / k / 1000)
+      for (let i = 0; i < 3; i++) {
+        if (tokens + (ms * 1000) * k / period >= 0) break
+        ms = ms + 1
+      }
+      if (ms > maxWait) ms = maxWait
+    }
+  } else {
+    ms = Math.ceil(((cost - tokens) * period / k - maxWait * 1000) / 1000)
+    for (let i = 0; i < 3; i++) {
+      if ((tokens + (ms * 1000) * k / period - cost) + allowance >= 0) break
+      ms = ms + 1
+    }
+  }
+  store(db, key, b, tokens)
+  // Lua hands Redis its numbers as integers, truncated: -0 becomes 0.
+  return [allowed, ms + 0, Math.floor(tokens)]
+}
+const acquireTwin: Script.Twin = (db, keys, argv) => take(db, keys[0]!, shapeOf(argv[0]!), Number(argv[1]), 0)
 
 /**
- * @internal Takes `cost` tokens if the bucket holds that many, and stores the level, expiring the key
- * when the bucket is full again (deleting it if it is full now).
+ * @internal Takes `cost` tokens if the bucket holds that many (a reservation that may not wait), and
+ * stores the level, expiring the key when the bucket is full again (deleting it if it is full now).
  * KEYS[1] the bucket; ARGV[1] its shape "<capacity> <tokens per period> <period µs>", ARGV[2] the cost
  * (whole tokens).
  * Returns {1, 0, floor(remaining)} if allowed, {0, retry_ms, floor(tokens)} if denied, retry_ms -1 when
@@ -139,27 +182,82 @@ const acquireTwin: Script.Twin = (db, keys, argv) => take(db, keys[0]!, shapeOf(
 export const ACQUIRE = define({
   name: "TokenBucket.acquire",
   keys: 1,
-  lua: `${FUNCTIONS}return {take(KEYS[1], shape(ARGV[1]), tonumber(ARGV[2]))}
+  lua: `${FUNCTIONS}return {take(KEYS[1], shape(ARGV[1]), tonumber(ARGV[2]), 0)}
 `,
   twin: acquireTwin,
   decode: limiter.admission,
   many: {
-    lua: `${FUNCTIONS}${limiter.ACQUIRE_CALL("shape")}${manyLua("call", 1, 2)}`,
+    lua: `${FUNCTIONS}${limiter.ACQUIRE_CALL("shape", ", 0")}${manyLua("call", 1, 2)}`,
     twin: manyTwin(limiter.compact(acquireTwin), 1, 2)
   }
 })
 
+const { Granted, Refused } = Reservation
+
+/** @internal Decodes {granted, ms} (granted: the wait; refused: the retry, -1 never). */
+const reservation = (reply: unknown): Either.Either<TokenBucket.Reservation, string> => {
+  if (Array.isArray(reply) && reply.length === 2 && reply.every((n) => Number.isSafeInteger(n))) {
+    const [granted, ms] = reply as [number, number]
+    if (granted === 1 && ms >= 0) return Either.right(Granted({ wait: Duration.millis(ms) }))
+    if (granted === 0) {
+      return Either.right(Refused({ retryAfter: ms < 0 ? Option.none() : Option.some(Duration.millis(ms)) }))
+    }
+  }
+  return Either.left("{granted, ms}")
+}
+
+/**
+ * @internal Takes `cost` tokens if the tokens left would be at least -(rate × maxWait): the bucket may
+ * go into debt, and the caller waits until the debt is paid. KEYS[1] the bucket; ARGV[1] its shape,
+ * ARGV[2] the cost (whole tokens), ARGV[3] maxWait (whole ms). Returns {1, wait_ms} if granted (wait_ms
+ * at most maxWait), {0, retry_ms} if refused (nothing taken; retry_ms until the same reservation would be
+ * granted, -1 when cost > capacity). Not batched: one call per reservation.
+ */
+export const RESERVE = define({
+  name: "TokenBucket.reserve",
+  keys: 1,
+  lua: `${FUNCTIONS}local granted, ms = take(KEYS[1], shape(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]))
+return {granted, ms}
+`,
+  twin: (db, keys, argv) => take(db, keys[0]!, shapeOf(argv[0]!), Number(argv[1]), Number(argv[2])).slice(0, 2),
+  decode: reservation
+})
+
+/**
+ * @internal Gives `cost` tokens back, paying any debt first, capped at capacity. KEYS[1] the bucket;
+ * ARGV[1] its shape, ARGV[2] the cost (whole tokens). Returns the whole tokens the bucket holds after,
+ * 0 while it is still in debt.
+ */
+export const REFUND = define({
+  name: "TokenBucket.refund",
+  keys: 1,
+  lua: `${FUNCTIONS}local b = shape(ARGV[1])
+local tokens = level(KEYS[1], b) + tonumber(ARGV[2])
+if tokens > b.capacity then tokens = b.capacity end
+store(KEYS[1], b, tokens)
+return math.max(0, math.floor(tokens))
+`,
+  twin: (db, keys, argv) => {
+    const b = shapeOf(argv[0]!)
+    let tokens = levelOf(db, keys[0]!, b) + Number(argv[1])
+    if (tokens > b.capacity) tokens = b.capacity
+    store(db, keys[0]!, b, tokens)
+    return Math.max(0, Math.floor(tokens))
+  },
+  decode: limiter.count
+})
+
 /**
  * @internal Reads the level without writing. KEYS[1] the bucket; ARGV[1] its shape. Returns
- * floor(tokens).
+ * floor(tokens), 0 while the bucket is in debt.
  */
 export const PEEK = define({
   name: "TokenBucket.peek",
   keys: 1,
   readOnly: true,
-  lua: `${FUNCTIONS}return math.floor(level(KEYS[1], shape(ARGV[1])))
+  lua: `${FUNCTIONS}return math.max(0, math.floor(level(KEYS[1], shape(ARGV[1]))))
 `,
-  twin: (db, keys, argv) => Math.floor(levelOf(db, keys[0]!, shapeOf(argv[0]!))),
+  twin: (db, keys, argv) => Math.max(0, Math.floor(levelOf(db, keys[0]!, shapeOf(argv[0]!)))),
   decode: limiter.count
 })
 
@@ -173,9 +271,61 @@ class BucketImpl<Name extends Redis.KeyName> extends limiter.Limiter<Name, Token
     Object.freeze(this)
   }
 
+  readonly reserve = (
+    name: Name,
+    cost: number,
+    maxWait: Duration.DurationInput
+  ): Effect.Effect<
+    TokenBucket.Reservation,
+    Redis.RedisError | Redis.InvalidInput,
+    TokenBucket.Requirements<"write">
+  > => {
+    const ms = waitMillis(maxWait, "maxWait")
+    return typeof ms === "string"
+      ? Effect.fail(new Redis.InvalidInput({ operation: `${this.label}.reserve`, argument: "maxWait", message: ms }))
+      : this.spend("reserve", RESERVE, name, cost, [String(ms)])
+  }
+
+  readonly refund = (
+    name: Name,
+    cost: number
+  ): Effect.Effect<number, Redis.RedisError | Redis.InvalidInput, TokenBucket.Requirements<"write">> =>
+    this.spend("refund", REFUND, name, cost)
+
   override toString() {
     return `${this.label}: capacity ${this.capacity}, ${String(this.rate)}`
   }
+}
+
+/** @internal The longest wait a reservation may take, throttle's default: 10^11 ms. */
+export const MAX_WAIT = Duration.micros(MAX_MICROS)
+
+/**
+ * @internal TokenBucket.throttle: reserves, sleeps the wait on Effect's Clock, runs `effect`. The
+ * reservation is made uninterruptibly, so that one the caller gave up on while it was in flight is
+ * still known and refunded; interrupted before `effect` starts, it refunds (a failed refund is lost: the
+ * tokens come back with the refill). Refused, it fails with `refused(retryAfter)`.
+ */
+export const throttle = <Name extends Redis.KeyName, A, E, R, L>(
+  effect: Effect.Effect<A, E, R>,
+  bucket: TokenBucket.TokenBucket<Name>,
+  name: Name,
+  options: TokenBucket.ThrottleOptions | undefined,
+  refused: (retryAfter: Option.Option<Duration.Duration>) => L
+): Effect.Effect<A, E | L | Redis.RedisError | Redis.InvalidInput, R | TokenBucket.Requirements<"write">> => {
+  // Only undefined means "the default": a null is bad input, refused by reserve.
+  const cost = options?.cost === undefined ? 1 : options.cost
+  const reserve = bucket.reserve(name, cost, options?.maxWait === undefined ? MAX_WAIT : options.maxWait)
+  return Effect.uninterruptibleMask((restore) =>
+    Effect.flatMap(reserve, (reservation): Effect.Effect<A, E | L, R | TokenBucket.Requirements<"write">> => {
+      if (reservation._tag === "Refused") return Effect.fail(refused(reservation.retryAfter))
+      const waited = restore(Duration.isZero(reservation.wait) ? Effect.void : Effect.sleep(reservation.wait))
+      return Effect.zipRight(
+        Effect.onInterrupt(waited, () => Effect.ignore(bucket.refund(name, cost))),
+        restore(effect)
+      )
+    })
+  )
 }
 
 const MAX_FILL_MICROS = 1e17

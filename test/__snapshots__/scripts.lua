@@ -568,7 +568,7 @@ if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 redis.call('DEL', KEYS[1])
 return 1
 
--- TokenBucket.acquire: KEYS 1; sha1 da07c976412387b2f98f5b0e7a0eec7a9323d0c0
+-- TokenBucket.acquire: KEYS 1; sha1 628262ad6503f9976a6fd783d31964f1e053cbfb
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local at = ' ' .. string.format('%d', now)
@@ -591,34 +591,47 @@ local function level(key, b)
   if tokens > b.capacity then return b.capacity end
   return tokens
 end
-local function take(key, b, cost)
-  local capacity, k, period = b.capacity, b.k, b.period
-  local tokens = level(key, b)
-  local allowed, retry = 0, 0
-  if cost > capacity then
-    retry = -1
-  elseif tokens >= cost then
-    tokens = tokens - cost
-    allowed = 1
-  else
-    retry = math.ceil((cost - tokens) * period / k / 1000)
-    for _ = 1, 3 do
-      if tokens + (retry * 1000) * k / period >= cost then break end
-      retry = retry + 1
-    end
-  end
-  if tokens >= capacity then
+local function store(key, b, tokens)
+  if tokens >= b.capacity then
     redis.call('DEL', key)
   else
-    local ttl = math.ceil((capacity - tokens) * period / k / 1000)
+    local ttl = math.ceil((b.capacity - tokens) * b.period / b.k / 1000)
     if ttl < 1 then ttl = 1 end
     redis.call('SET', key, string.format('%.17g', tokens) .. at, 'PX', string.format('%d', ttl))
   end
-  return allowed, retry, math.floor(tokens)
 end
-return {take(KEYS[1], shape(ARGV[1]), tonumber(ARGV[2]))}
+local function take(key, b, cost, max_wait)
+  local capacity, k, period = b.capacity, b.k, b.period
+  local tokens = level(key, b)
+  local allowance = 0
+  if max_wait > 0 then allowance = (max_wait * 1000) * k / period end
+  local allowed, ms = 0, 0
+  if cost > capacity then
+    ms = -1
+  elseif (tokens - cost) + allowance >= 0 then
+    tokens = tokens - cost
+    allowed = 1
+    if tokens < 0 then
+      ms = math.ceil(-tokens * period / k / 1000)
+      for _ = 1, 3 do
+        if tokens + (ms * 1000) * k / period >= 0 then break end
+        ms = ms + 1
+      end
+      if ms > max_wait then ms = max_wait end
+    end
+  else
+    ms = math.ceil(((cost - tokens) * period / k - max_wait * 1000) / 1000)
+    for _ = 1, 3 do
+      if (tokens + (ms * 1000) * k / period - cost) + allowance >= 0 then break end
+      ms = ms + 1
+    end
+  end
+  store(key, b, tokens)
+  return allowed, ms, math.floor(tokens)
+end
+return {take(KEYS[1], shape(ARGV[1]), tonumber(ARGV[2]), 0)}
 
--- TokenBucket.acquireMany: KEYS 1 per call (a batch of calls laid end to end); sha1 6bb2a894d16ec7dded92d6a963bbcd551e35fbb4
+-- TokenBucket.acquireMany: KEYS 1 per call (a batch of calls laid end to end); sha1 3565a6926219f7cf59cf9a6372493c54d8a17975
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local at = ' ' .. string.format('%d', now)
@@ -641,33 +654,46 @@ local function level(key, b)
   if tokens > b.capacity then return b.capacity end
   return tokens
 end
-local function take(key, b, cost)
-  local capacity, k, period = b.capacity, b.k, b.period
-  local tokens = level(key, b)
-  local allowed, retry = 0, 0
-  if cost > capacity then
-    retry = -1
-  elseif tokens >= cost then
-    tokens = tokens - cost
-    allowed = 1
-  else
-    retry = math.ceil((cost - tokens) * period / k / 1000)
-    for _ = 1, 3 do
-      if tokens + (retry * 1000) * k / period >= cost then break end
-      retry = retry + 1
-    end
-  end
-  if tokens >= capacity then
+local function store(key, b, tokens)
+  if tokens >= b.capacity then
     redis.call('DEL', key)
   else
-    local ttl = math.ceil((capacity - tokens) * period / k / 1000)
+    local ttl = math.ceil((b.capacity - tokens) * b.period / b.k / 1000)
     if ttl < 1 then ttl = 1 end
     redis.call('SET', key, string.format('%.17g', tokens) .. at, 'PX', string.format('%d', ttl))
   end
-  return allowed, retry, math.floor(tokens)
+end
+local function take(key, b, cost, max_wait)
+  local capacity, k, period = b.capacity, b.k, b.period
+  local tokens = level(key, b)
+  local allowance = 0
+  if max_wait > 0 then allowance = (max_wait * 1000) * k / period end
+  local allowed, ms = 0, 0
+  if cost > capacity then
+    ms = -1
+  elseif (tokens - cost) + allowance >= 0 then
+    tokens = tokens - cost
+    allowed = 1
+    if tokens < 0 then
+      ms = math.ceil(-tokens * period / k / 1000)
+      for _ = 1, 3 do
+        if tokens + (ms * 1000) * k / period >= 0 then break end
+        ms = ms + 1
+      end
+      if ms > max_wait then ms = max_wait end
+    end
+  else
+    ms = math.ceil(((cost - tokens) * period / k - max_wait * 1000) / 1000)
+    for _ = 1, 3 do
+      if (tokens + (ms * 1000) * k / period - cost) + allowance >= 0 then break end
+      ms = ms + 1
+    end
+  end
+  store(key, b, tokens)
+  return allowed, ms, math.floor(tokens)
 end
 local function call(key, params, cost)
-  local allowed, retry, remaining = take(key, shape(params), tonumber(cost))
+  local allowed, retry, remaining = take(key, shape(params), tonumber(cost), 0)
   if allowed == 1 then return remaining end
   return {allowed, retry, remaining}
 end
@@ -684,7 +710,7 @@ for i = 1, #KEYS / 1 do
 end
 return replies
 
--- TokenBucket.peek: KEYS 1, read-only; sha1 e7247f399068813a86b4cbcb0ac2625464e9ef13
+-- TokenBucket.peek: KEYS 1, read-only; sha1 2f538f9ec896f7fdbd70bbb00feca6a98f2af3da
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local at = ' ' .. string.format('%d', now)
@@ -707,29 +733,173 @@ local function level(key, b)
   if tokens > b.capacity then return b.capacity end
   return tokens
 end
-local function take(key, b, cost)
-  local capacity, k, period = b.capacity, b.k, b.period
-  local tokens = level(key, b)
-  local allowed, retry = 0, 0
-  if cost > capacity then
-    retry = -1
-  elseif tokens >= cost then
-    tokens = tokens - cost
-    allowed = 1
-  else
-    retry = math.ceil((cost - tokens) * period / k / 1000)
-    for _ = 1, 3 do
-      if tokens + (retry * 1000) * k / period >= cost then break end
-      retry = retry + 1
-    end
-  end
-  if tokens >= capacity then
+local function store(key, b, tokens)
+  if tokens >= b.capacity then
     redis.call('DEL', key)
   else
-    local ttl = math.ceil((capacity - tokens) * period / k / 1000)
+    local ttl = math.ceil((b.capacity - tokens) * b.period / b.k / 1000)
     if ttl < 1 then ttl = 1 end
     redis.call('SET', key, string.format('%.17g', tokens) .. at, 'PX', string.format('%d', ttl))
   end
-  return allowed, retry, math.floor(tokens)
 end
-return math.floor(level(KEYS[1], shape(ARGV[1])))
+local function take(key, b, cost, max_wait)
+  local capacity, k, period = b.capacity, b.k, b.period
+  local tokens = level(key, b)
+  local allowance = 0
+  if max_wait > 0 then allowance = (max_wait * 1000) * k / period end
+  local allowed, ms = 0, 0
+  if cost > capacity then
+    ms = -1
+  elseif (tokens - cost) + allowance >= 0 then
+    tokens = tokens - cost
+    allowed = 1
+    if tokens < 0 then
+      ms = math.ceil(-tokens * period / k / 1000)
+      for _ = 1, 3 do
+        if tokens + (ms * 1000) * k / period >= 0 then break end
+        ms = ms + 1
+      end
+      if ms > max_wait then ms = max_wait end
+    end
+  else
+    ms = math.ceil(((cost - tokens) * period / k - max_wait * 1000) / 1000)
+    for _ = 1, 3 do
+      if (tokens + (ms * 1000) * k / period - cost) + allowance >= 0 then break end
+      ms = ms + 1
+    end
+  end
+  store(key, b, tokens)
+  return allowed, ms, math.floor(tokens)
+end
+return math.max(0, math.floor(level(KEYS[1], shape(ARGV[1]))))
+
+-- TokenBucket.refund: KEYS 1; sha1 376314af071e31ea1689156df439476287b1c81c
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local at = ' ' .. string.format('%d', now)
+local shapes = {}
+local function shape(s)
+  local b = shapes[s]
+  if b then return b end
+  local capacity, k, period = string.match(s, '^(%d+) (%d+) (%d+)$')
+  b = {capacity = tonumber(capacity), k = tonumber(k), period = tonumber(period)}
+  shapes[s] = b
+  return b
+end
+local function level(key, b)
+  local state = redis.call('GET', key)
+  if not state then return b.capacity end
+  local sp = string.find(state, ' ', 1, true)
+  local elapsed = now - tonumber(string.sub(state, sp + 1))
+  if elapsed < 0 then elapsed = 0 end
+  local tokens = tonumber(string.sub(state, 1, sp - 1)) + elapsed * b.k / b.period
+  if tokens > b.capacity then return b.capacity end
+  return tokens
+end
+local function store(key, b, tokens)
+  if tokens >= b.capacity then
+    redis.call('DEL', key)
+  else
+    local ttl = math.ceil((b.capacity - tokens) * b.period / b.k / 1000)
+    if ttl < 1 then ttl = 1 end
+    redis.call('SET', key, string.format('%.17g', tokens) .. at, 'PX', string.format('%d', ttl))
+  end
+end
+local function take(key, b, cost, max_wait)
+  local capacity, k, period = b.capacity, b.k, b.period
+  local tokens = level(key, b)
+  local allowance = 0
+  if max_wait > 0 then allowance = (max_wait * 1000) * k / period end
+  local allowed, ms = 0, 0
+  if cost > capacity then
+    ms = -1
+  elseif (tokens - cost) + allowance >= 0 then
+    tokens = tokens - cost
+    allowed = 1
+    if tokens < 0 then
+      ms = math.ceil(-tokens * period / k / 1000)
+      for _ = 1, 3 do
+        if tokens + (ms * 1000) * k / period >= 0 then break end
+        ms = ms + 1
+      end
+      if ms > max_wait then ms = max_wait end
+    end
+  else
+    ms = math.ceil(((cost - tokens) * period / k - max_wait * 1000) / 1000)
+    for _ = 1, 3 do
+      if (tokens + (ms * 1000) * k / period - cost) + allowance >= 0 then break end
+      ms = ms + 1
+    end
+  end
+  store(key, b, tokens)
+  return allowed, ms, math.floor(tokens)
+end
+local b = shape(ARGV[1])
+local tokens = level(KEYS[1], b) + tonumber(ARGV[2])
+if tokens > b.capacity then tokens = b.capacity end
+store(KEYS[1], b, tokens)
+return math.max(0, math.floor(tokens))
+
+-- TokenBucket.reserve: KEYS 1; sha1 f4b4f546b663bf25fa44ffe05621acd314f94401
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local at = ' ' .. string.format('%d', now)
+local shapes = {}
+local function shape(s)
+  local b = shapes[s]
+  if b then return b end
+  local capacity, k, period = string.match(s, '^(%d+) (%d+) (%d+)$')
+  b = {capacity = tonumber(capacity), k = tonumber(k), period = tonumber(period)}
+  shapes[s] = b
+  return b
+end
+local function level(key, b)
+  local state = redis.call('GET', key)
+  if not state then return b.capacity end
+  local sp = string.find(state, ' ', 1, true)
+  local elapsed = now - tonumber(string.sub(state, sp + 1))
+  if elapsed < 0 then elapsed = 0 end
+  local tokens = tonumber(string.sub(state, 1, sp - 1)) + elapsed * b.k / b.period
+  if tokens > b.capacity then return b.capacity end
+  return tokens
+end
+local function store(key, b, tokens)
+  if tokens >= b.capacity then
+    redis.call('DEL', key)
+  else
+    local ttl = math.ceil((b.capacity - tokens) * b.period / b.k / 1000)
+    if ttl < 1 then ttl = 1 end
+    redis.call('SET', key, string.format('%.17g', tokens) .. at, 'PX', string.format('%d', ttl))
+  end
+end
+local function take(key, b, cost, max_wait)
+  local capacity, k, period = b.capacity, b.k, b.period
+  local tokens = level(key, b)
+  local allowance = 0
+  if max_wait > 0 then allowance = (max_wait * 1000) * k / period end
+  local allowed, ms = 0, 0
+  if cost > capacity then
+    ms = -1
+  elseif (tokens - cost) + allowance >= 0 then
+    tokens = tokens - cost
+    allowed = 1
+    if tokens < 0 then
+      ms = math.ceil(-tokens * period / k / 1000)
+      for _ = 1, 3 do
+        if tokens + (ms * 1000) * k / period >= 0 then break end
+        ms = ms + 1
+      end
+      if ms > max_wait then ms = max_wait end
+    end
+  else
+    ms = math.ceil(((cost - tokens) * period / k - max_wait * 1000) / 1000)
+    for _ = 1, 3 do
+      if (tokens + (ms * 1000) * k / period - cost) + allowance >= 0 then break end
+      ms = ms + 1
+    end
+  end
+  store(key, b, tokens)
+  return allowed, ms, math.floor(tokens)
+end
+local granted, ms = take(KEYS[1], shape(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]))
+return {granted, ms}
