@@ -5,6 +5,8 @@
  * (./client/dedicated.ts).
  */
 import * as Effect from "effect/Effect"
+import type * as Fiber from "effect/Fiber"
+import type * as FiberStatus from "effect/FiberStatus"
 import { Cluster } from "ioredis"
 import type { Redis as IORedis } from "ioredis"
 import * as Redis from "../Redis.js"
@@ -18,6 +20,20 @@ import { redisError } from "./errors.js"
 import { checkKeys } from "./script.js"
 
 export { Deadlines } from "./client/deadlines.js"
+
+/** @internal The key of a service's own entry point for a call made on a fiber it is handed. */
+export const ScriptOnId: unique symbol = Symbol.for("wakuwaku/Redis/scriptOn")
+
+/** @internal A service that can run a script on the fiber it is handed (see `writeScript`), in one step. */
+export interface ScriptOn {
+  readonly [ScriptOnId]: <A>(
+    fiber: Fiber.RuntimeFiber<unknown, unknown>,
+    status: FiberStatus.Running,
+    script: Script.Script<A>,
+    keys: ReadonlyArray<string>,
+    args: ReadonlyArray<string>
+  ) => Effect.Effect<A, Redis.RedisError>
+}
 
 const isNoScript = (cause: unknown) => cause instanceof Error && cause.message.startsWith("NOSCRIPT")
 
@@ -85,18 +101,28 @@ export const make = (client: IORedis | Cluster, deadlines?: Deadlines): Redis.Se
 
   const batched = batch.make(sendScript, () => inFlight === 0, client instanceof Cluster)
 
-  return {
+  const scriptOn = <A>(
+    fiber: Fiber.RuntimeFiber<unknown, unknown>,
+    status: FiberStatus.Running,
+    script: Script.Script<A>,
+    keys: ReadonlyArray<string>,
+    args: ReadonlyArray<string>
+  ): Effect.Effect<A, Redis.RedisError> => {
+    const call = script as Script.Script<unknown>
+    const wrong = checkKeys(call, keys)
+    const run: Effect.Effect<unknown, Redis.RedisError> = wrong !== undefined
+      ? Effect.dieMessage(wrong)
+      : call.many !== undefined
+      ? batched(fiber, status, call, keys, args)
+      : Effect.async((resume) => sendScript(call, keys, args, (outcome) => resume(decodedExit(call, outcome))))
+    return run as Effect.Effect<A, Redis.RedisError>
+  }
+
+  const service: Redis.Service & ScriptOn = {
     [Redis.TypeId]: Redis.TypeId,
-    script: <A>(script: Script.Script<A>, keys: ReadonlyArray<string>, args: ReadonlyArray<string>) => {
-      const call = script as Script.Script<unknown>
-      const wrong = checkKeys(call, keys)
-      const run: Effect.Effect<unknown, Redis.RedisError> = wrong !== undefined
-        ? Effect.dieMessage(wrong)
-        : call.many !== undefined
-        ? batched(call, keys, args)
-        : Effect.async((resume) => sendScript(call, keys, args, (outcome) => resume(decodedExit(call, outcome))))
-      return run as Effect.Effect<A, Redis.RedisError>
-    },
+    [ScriptOnId]: scriptOn,
+    script: (script, keys, args) =>
+      Effect.withFiberRuntime((fiber, status) => scriptOn(fiber, status, script, keys, args)),
     command: (name, args) =>
       Effect.async((resume) =>
         send(
@@ -118,4 +144,5 @@ export const make = (client: IORedis | Cluster, deadlines?: Deadlines): Redis.Se
         )
       ))
   }
+  return service
 }

@@ -100,7 +100,8 @@ const acquireTwin: Script.Twin = (db, keys, argv) => take(db, keys[0]!, windowOf
  * KEYS[1] the name's window; ARGV[1] "<limit> <window µs>", ARGV[2] the cost (whole units).
  * Returns {1, 0, remaining} if allowed, {0, retry_ms, remaining} if denied (retry_ms: until the window
  * ends, rounded up), retry_ms -1 when cost > limit (never). Calls made together are batched: its `many`
- * variant runs many acquires at one server time, each protected, and replies, per call, remaining when
+ * variant runs many acquires of one window at one server time, each protected (KEYS the windows, ARGV[1]
+ * the window's parameters, once, then each call's cost), and replies, per call, remaining when
  * allowed (an integer, not a table: cheaper for Redis to reply), {0, retry_ms, remaining} when denied,
  * or an error reply.
  */
@@ -112,8 +113,10 @@ export const ACQUIRE = define({
   twin: acquireTwin,
   decode: limiter.admission,
   many: {
-    lua: `${FUNCTIONS}${limiter.ACQUIRE_CALL("window")}${manyLua("call", 1, 2)}`,
-    twin: manyTwin(limiter.compact(acquireTwin), 1, 2)
+    lua: `${FUNCTIONS}${limiter.ACQUIRE_CALL("window")}${manyLua("call", 1, 1, 1)}`,
+    twin: manyTwin(limiter.compact(acquireTwin), 1, 1, 1),
+    // The window's parameters go once per batch, not once per call.
+    shared: 1
   }
 })
 

@@ -18,6 +18,8 @@ import { runOn, unexpectedReply } from "./script.js"
 
 const { Admission } = Admission_
 type Admission = Admission_.Admission
+// Each access to a TaggedEnum's constructor builds it anew: take them once.
+const { Allowed, Denied } = Admission
 
 const isInt = (u: unknown): u is number => typeof u === "number" && Number.isSafeInteger(u)
 
@@ -44,13 +46,11 @@ export const compact = (acquire: Script.Twin): Script.Twin => (db, keys, argv) =
 /** @internal Decodes {allowed, retry_ms, remaining} (retry_ms -1: never), or a bare remaining (allowed in a batch). */
 export const admission = (reply: unknown): Either.Either<Admission, string> => {
   // A batch reply may say "allowed" by the remaining count alone.
-  if (isInt(reply) && reply >= 0) return Either.right(Admission.Allowed({ remaining: reply }))
+  if (isInt(reply) && reply >= 0) return Either.right(Allowed({ remaining: reply }))
   if (Array.isArray(reply) && reply.length === 3 && isInt(reply[0]) && isInt(reply[1]) && isInt(reply[2])) {
     const [allowed, retry, remaining] = reply as [number, number, number]
-    if (allowed === 1) return Either.right(Admission.Allowed({ remaining }))
-    return Either.right(
-      Admission.Denied({ retryAfter: retry < 0 ? Option.none() : Option.some(Duration.millis(retry)) })
-    )
+    if (allowed === 1) return Either.right(Allowed({ remaining }))
+    return Either.right(Denied({ retryAfter: retry < 0 ? Option.none() : Option.some(Duration.millis(retry)) }))
   }
   return Either.left("{allowed, retry_ms, remaining} or a remaining count")
 }
@@ -63,23 +63,27 @@ type Failure = Redis.RedisError | Redis.InvalidInput
 
 /** @internal The operations of a one-key-per-name limiter of `kind`. */
 export class Limiter<Name extends Redis.KeyName, E extends Capability.AnyEntity> {
+  readonly label: string
+  /** Every key of this limiter: this, then the encoded name. */
+  private readonly prefix: string
   constructor(
-    private readonly kind: string,
+    kind: string,
     private readonly entity: E,
     readonly namespace: string,
     /** The limiter's parameters, as its scripts take them. */
     private readonly shape: string,
     private readonly scripts: { readonly acquire: Script.Script<Admission>; readonly peek: Script.Script<number> }
-  ) {}
-
-  get label() {
-    return `${this.kind}(${this.namespace})`
+  ) {
+    this.label = `${kind}(${namespace})`
+    this.prefix = key.itemKey(kind, namespace, "")
   }
 
   /** The key of `name`, or why it has none. */
   private keyOf(operation: string, name: Name): string | Redis.InvalidInput {
+    const fast = key.encodeNameFast(name)
+    if (fast !== undefined) return this.prefix + fast
     const encoded = key.encodeNameOf(this.label, operation, name)
-    return Either.isRight(encoded) ? key.itemKey(this.kind, this.namespace, encoded.right) : encoded.left
+    return Either.isRight(encoded) ? this.prefix + encoded.right : encoded.left
   }
 
   /**
@@ -91,7 +95,7 @@ export class Limiter<Name extends Redis.KeyName, E extends Capability.AnyEntity>
     script: Script.Script<A>,
     name: Name,
     cost: number,
-    more: ReadonlyArray<string> = []
+    more?: string
   ): Effect.Effect<A, Failure, Redis.Redis | Capability.Write<E>> {
     if (!isInt(cost) || cost < 0) {
       return Effect.fail(
@@ -104,9 +108,12 @@ export class Limiter<Name extends Redis.KeyName, E extends Capability.AnyEntity>
     }
     const k = this.keyOf(operation, name)
     if (typeof k !== "string") return Effect.fail(k)
-    const keys = [k]
-    const args = [this.shape, String(cost), ...more]
-    return access.write(this.entity, (redis) => runOn(redis, script, keys, args))
+    return access.writeScript(
+      this.entity,
+      script,
+      [k],
+      more === undefined ? [this.shape, String(cost)] : [this.shape, String(cost), more]
+    )
   }
 
   readonly acquire = (

@@ -15,6 +15,7 @@ import { Cluster, Redis as IORedis } from "ioredis"
 import type { RedisOptions } from "ioredis"
 import * as Capability from "../Capability.js"
 import * as Redis from "../Redis.js"
+import type * as Script from "../Script.js"
 import { allows, type Keys, keys, type Verb, violation } from "./capability.js"
 import * as client_ from "./client.js"
 import { drop } from "./client/dedicated.js"
@@ -96,21 +97,17 @@ export const acquireClient = (options: Redis.Options) =>
     "not ready"
   )
 
-/** The service over an owned client, with command deadlines for the scope. */
+/** The service over an owned client, with command deadlines. */
 const owned = <E>(
   acquire: Effect.Effect<IORedis | Cluster, E, Scope.Scope>,
   commandTimeout: Duration.DurationInput | undefined
 ) =>
   Layer.scoped(
     Redis.Redis,
-    Effect.flatMap(acquire, (client) =>
-      Effect.map(
-        Effect.acquireRelease(
-          Effect.sync(() => new client_.Deadlines(toMillis(commandTimeout ?? defaults.commandTimeout))),
-          (deadlines) => Effect.sync(() => deadlines.close())
-        ),
-        (deadlines) => client_.make(client, deadlines)
-      ))
+    Effect.map(
+      acquire,
+      (client) => client_.make(client, new client_.Deadlines(toMillis(commandTimeout ?? defaults.commandTimeout)))
+    )
   )
 
 const grants = (access: "ReadWrite" | "ReadOnly") => access === "ReadWrite" ? Capability.ReadWrite : Capability.ReadOnly
@@ -205,3 +202,24 @@ export const read = <E extends Capability.AnyEntity, A, Err>(
   entity: E,
   f: (redis: Redis.Service) => Effect.Effect<A, Err>
 ): Effect.Effect<A, Err, Redis.Redis | Capability.Read<E>> => checked("read", entity, f)
+
+/**
+ * @internal `write(entity, (redis) => redis.script(script, keys, args))` in one step of the fiber: the hot
+ * path of every limiter. A service over a client runs the script on the fiber it is handed
+ * (`client.scriptOn`), so the capability check, the batching and the wait are one suspension.
+ */
+export const writeScript = <E extends Capability.AnyEntity, A>(
+  entity: E,
+  script: Script.Script<A>,
+  keys: ReadonlyArray<string>,
+  args: ReadonlyArray<string>
+): Effect.Effect<A, Redis.RedisError, Redis.Redis | Capability.Write<E>> => {
+  const needed = keysOf("write", entity)
+  return Effect.withFiberRuntime((fiber, status) => {
+    const context = fiber.currentContext
+    if (!allows(context, needed)) return violation(needed, context)
+    const redis = Context.unsafeGet(context as Context.Context<Redis.Redis>, Redis.Redis)
+    const on = (redis as Partial<client_.ScriptOn>)[client_.ScriptOnId]
+    return on === undefined ? redis.script(script, keys, args) : on(fiber, status, script, keys, args)
+  })
+}

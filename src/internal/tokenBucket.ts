@@ -175,9 +175,10 @@ const acquireTwin: Script.Twin = (db, keys, argv) => take(db, keys[0]!, shapeOf(
  * KEYS[1] the bucket; ARGV[1] its shape "<capacity> <tokens per period> <period µs>", ARGV[2] the cost
  * (whole tokens).
  * Returns {1, 0, floor(remaining)} if allowed, {0, retry_ms, floor(tokens)} if denied, retry_ms -1 when
- * cost > capacity (never). Calls made together are batched: its `many` variant runs many acquires at one server
- * time, each protected; it replies, per call, remaining when allowed (an integer, not a table: Redis replies about
- * 1 µs sooner), {0, retry_ms, remaining} when denied, or an error reply.
+ * cost > capacity (never). Calls made together are batched: its `many` variant runs many acquires of one
+ * bucket at one server time, each protected: KEYS the buckets, ARGV[1] the shape (once), then each call's
+ * cost; it replies, per call, remaining when allowed (an integer, not a table: Redis replies about 1 µs
+ * sooner), {0, retry_ms, remaining} when denied, or an error reply.
  */
 export const ACQUIRE = define({
   name: "TokenBucket.acquire",
@@ -187,8 +188,10 @@ export const ACQUIRE = define({
   twin: acquireTwin,
   decode: limiter.admission,
   many: {
-    lua: `${FUNCTIONS}${limiter.ACQUIRE_CALL("shape", ", 0")}${manyLua("call", 1, 2)}`,
-    twin: manyTwin(limiter.compact(acquireTwin), 1, 2)
+    lua: `${FUNCTIONS}${limiter.ACQUIRE_CALL("shape", ", 0")}${manyLua("call", 1, 1, 1)}`,
+    twin: manyTwin(limiter.compact(acquireTwin), 1, 1, 1),
+    // The bucket's parameters go once per batch, not once per call.
+    shared: 1
   }
 })
 
@@ -283,7 +286,7 @@ class BucketImpl<Name extends Redis.KeyName> extends limiter.Limiter<Name, Token
     const ms = waitMillis(maxWait, "maxWait")
     return typeof ms === "string"
       ? Effect.fail(new Redis.InvalidInput({ operation: `${this.label}.reserve`, argument: "maxWait", message: ms }))
-      : this.spend("reserve", RESERVE, name, cost, [String(ms)])
+      : this.spend("reserve", RESERVE, name, cost, String(ms))
   }
 
   readonly refund = (

@@ -35,7 +35,7 @@ local function take(key, w, cost)
 end
 return {take(KEYS[1], window(ARGV[1]), tonumber(ARGV[2]))}
 
--- FixedWindow.acquireMany: KEYS 1 per call (a batch of calls laid end to end); sha1 beda3de36db2f1337930a9a8e0aec529732575db
+-- FixedWindow.acquireMany: KEYS 1 per call (a batch of calls laid end to end), 1 shared ARGV; sha1 17001b98884396f6005cecaae349c13657c7a1c6
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local windows = {}
@@ -75,7 +75,7 @@ local function call(key, params, cost)
 end
 local replies = {}
 for i = 1, #KEYS / 1 do
-  local ok, reply = pcall(call, KEYS[1 * (i - 1) + 1], ARGV[2 * (i - 1) + 1], ARGV[2 * (i - 1) + 2])
+  local ok, reply = pcall(call, KEYS[1 * (i - 1) + 1], ARGV[1], ARGV[1 + 1 * (i - 1) + 1])
   if ok then
     replies[i] = reply
   elseif type(reply) == 'table' and reply.err then
@@ -631,7 +631,7 @@ local function take(key, b, cost, max_wait)
 end
 return {take(KEYS[1], shape(ARGV[1]), tonumber(ARGV[2]), 0)}
 
--- TokenBucket.acquireMany: KEYS 1 per call (a batch of calls laid end to end); sha1 3565a6926219f7cf59cf9a6372493c54d8a17975
+-- TokenBucket.acquireMany: KEYS 1 per call (a batch of calls laid end to end), 1 shared ARGV; sha1 a42cd373935b30188564a97d6bd3693084d3d827
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local at = ' ' .. string.format('%d', now)
@@ -699,7 +699,7 @@ local function call(key, params, cost)
 end
 local replies = {}
 for i = 1, #KEYS / 1 do
-  local ok, reply = pcall(call, KEYS[1 * (i - 1) + 1], ARGV[2 * (i - 1) + 1], ARGV[2 * (i - 1) + 2])
+  local ok, reply = pcall(call, KEYS[1 * (i - 1) + 1], ARGV[1], ARGV[1 + 1 * (i - 1) + 1])
   if ok then
     replies[i] = reply
   elseif type(reply) == 'table' and reply.err then

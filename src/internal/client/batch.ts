@@ -17,6 +17,7 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import type * as Fiber from "effect/Fiber"
+import type * as FiberStatus from "effect/FiberStatus"
 import * as RuntimeFlags from "effect/RuntimeFlags"
 import * as Redis from "../../Redis.js"
 import type * as Script from "../../Script.js"
@@ -49,8 +50,8 @@ export const decodedExit = (script: Script.Script<unknown>, outcome: Outcome): E
     : Exit.fail(unexpected(script, outcome.reply, decoded.left))
 }
 
-/** A fiber that can say whether it has been interrupted (Effect's FiberRuntime does). */
-interface Interruptible {
+/** @internal A fiber that can say whether it has been interrupted (Effect's FiberRuntime does). */
+export interface Interruptible {
   readonly isInterrupted: () => boolean
 }
 const canAsk = (
@@ -78,10 +79,17 @@ interface Batch {
 }
 
 /**
- * @internal A batching `script` call over `send`. `idle` says whether nothing is in flight on the
- * connection; `cluster` routes batches per hash slot.
+ * @internal A batching call of a script, on the fiber making it, over `send`. `idle` says whether nothing is
+ * in flight on the connection; `cluster` routes batches per hash slot.
  */
-export const make = (send: SendScript, idle: () => boolean, cluster: boolean) => {
+export const make = (
+  send: SendScript,
+  idle: () => boolean,
+  cluster: boolean,
+  /** Whether a fiber can be asked if it was interrupted (Effect's can; the tests can say no). */
+  ask: (fiber: Fiber.RuntimeFiber<unknown, unknown>) => fiber is Fiber.RuntimeFiber<unknown, unknown> & Interruptible =
+    canAsk
+) => {
   /** Open batches by script, then by slot and shared ARGV: one script call runs on one node. */
   const open = new Map<Script.Script<unknown>, Map<string, Batch>>()
 
@@ -142,18 +150,18 @@ export const make = (send: SendScript, idle: () => boolean, cluster: boolean) =>
     })
   }
 
-  /** A batch's id among its script's: the slot, then the shared ARGV. */
-  const idOf = (keys: ReadonlyArray<string>, shared: ReadonlyArray<string>) => {
-    const slot = cluster ? keySlot(keys[0]!) : 0
-    return shared.length === 0
-      ? `${slot}`
-      : shared.length === 1
-      ? `${slot} ${shared[0]}`
-      : JSON.stringify([slot, shared])
+  /**
+   * A batch's id among its script's open ones: the shared ARGV (only equal ones go together), and on a
+   * cluster the slot too. No allocation on the hot path (one shared ARGV, standalone).
+   */
+  const idOf = (script: Script.Script<unknown>, keys: ReadonlyArray<string>, args: ReadonlyArray<string>) => {
+    const shared = script.many!.shared
+    const own = shared === 0 ? "" : shared === 1 ? args[0]! : JSON.stringify(args.slice(0, shared))
+    return cluster ? `${keySlot(keys[0]!)} ${own}` : own
   }
 
   /** The batch a call joins: the open one of its script and id, or a fresh one. */
-  const batchOf = (script: Script.Script<unknown>, id: string, shared: ReadonlyArray<string>) => {
+  const batchOf = (script: Script.Script<unknown>, id: string, args: ReadonlyArray<string>) => {
     let group = open.get(script)
     if (group === undefined) open.set(script, group = new Map())
     let batch = group.get(id)
@@ -162,7 +170,7 @@ export const make = (send: SendScript, idle: () => boolean, cluster: boolean) =>
         script,
         group,
         id,
-        shared,
+        shared: script.many!.shared === 0 ? NONE : args.slice(0, script.many!.shared),
         keys: [],
         args: [],
         argCounts: [],
@@ -196,37 +204,39 @@ export const make = (send: SendScript, idle: () => boolean, cluster: boolean) =>
     return index
   }
 
-  return (
+  /** A call of `script` made by `fiber` (running with `status`): batched, or sent at once on an idle connection. */
+  const on = (
+    fiber: Fiber.RuntimeFiber<unknown, unknown>,
+    status: FiberStatus.Running,
     script: Script.Script<unknown>,
     keys: ReadonlyArray<string>,
     args: ReadonlyArray<string>
-  ): Effect.Effect<unknown, Redis.RedisError> =>
-    Effect.withFiberRuntime<unknown, Redis.RedisError>((fiber, status) => {
-      const shared = script.many!.shared === 0 ? NONE : args.slice(0, script.many!.shared)
-      const id = idOf(keys, shared)
-      if (idle() && open.get(script)?.get(id) === undefined) {
-        // Nothing to wait for: an idle connection sends a lone call at once.
-        return Effect.async((resume) => send(script, keys, args, (outcome) => resume(decodedExit(script, outcome))))
-      }
-      if (!RuntimeFlags.interruptible(status.runtimeFlags)) {
-        // Nothing can interrupt the call while it waits.
-        return Effect.async((resume) => {
-          enqueue(batchOf(script, id, shared), keys, args, resume, undefined)
-        })
-      }
-      if (canAsk(fiber)) {
-        return Effect.async((resume) => {
-          enqueue(batchOf(script, id, shared), keys, args, resume, fiber)
-        })
-      }
+  ): Effect.Effect<unknown, Redis.RedisError> => {
+    const id = idOf(script, keys, args)
+    if (idle() && open.get(script)?.get(id) === undefined) {
+      // Nothing to wait for: an idle connection sends a lone call at once.
+      return Effect.async((resume) => send(script, keys, args, (outcome) => resume(decodedExit(script, outcome))))
+    }
+    if (!RuntimeFlags.interruptible(status.runtimeFlags)) {
+      // Nothing can interrupt the call while it waits.
       return Effect.async((resume) => {
-        const batch = batchOf(script, id, shared)
-        const index = enqueue(batch, keys, args, resume, undefined)
-        return Effect.sync(() => {
-          batch.resumes[index] = undefined
-        })
+        enqueue(batchOf(script, id, args), keys, args, resume, undefined)
+      })
+    }
+    if (ask(fiber)) {
+      return Effect.async((resume) => {
+        enqueue(batchOf(script, id, args), keys, args, resume, fiber)
+      })
+    }
+    return Effect.async((resume) => {
+      const batch = batchOf(script, id, args)
+      const index = enqueue(batch, keys, args, resume, undefined)
+      return Effect.sync(() => {
+        batch.resumes[index] = undefined
       })
     })
+  }
+  return on
 }
 
 const NONE: ReadonlyArray<string> = []
