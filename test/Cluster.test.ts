@@ -3,11 +3,13 @@
  * SCRIPT FLUSH, and a manual failover in the middle of a run. (Every structure's suite also runs on the
  * cluster, through test/support/backends.ts.)
  */
+import keySlot from "cluster-key-slot"
 import { Effect, Exit, Layer } from "effect"
 import { Redis as IORedis } from "ioredis"
 import { describe, expect, it } from "vitest"
 import { Rate, Redis, TokenBucket } from "wakuwaku"
 import { RedisServer } from "wakuwaku/testing"
+import { ACQUIRE } from "../src/internal/tokenBucket.js"
 import { clusterNodes, freshNamespace } from "./support/redis.js"
 
 /** A plain connection to one node, for what the library never does: CLUSTER SLOTS, SCRIPT FLUSH, FAILOVER. */
@@ -82,6 +84,58 @@ describe("Redis Cluster", () => {
       expect(holders.size).toBe(3)
       for (const count of holders.values()) expect(count).toBeGreaterThan(0)
     }).pipe(Effect.scoped, Effect.runPromise))
+
+  it(
+    "calls made together are batched per hash slot: 30 acquires on 3 names of 3 masters in 4 script calls",
+    () =>
+      Effect.gen(function*() {
+        // A cluster of its own, so that the script calls counted are this test's alone.
+        const cluster = yield* RedisServer.makeCluster({ replicasPerMaster: 0 })
+        const admins = yield* Effect.all(cluster.masters.map((m) => node(`${m.host}:${m.port}`)))
+        const owner = yield* slotOwners(admins[0]!)
+        const ns = freshNamespace()
+        const keyOf = (name: string) => `@@wakuwaku:TokenBucket:${ns}:${name}`
+        // One name on each master.
+        const names: Array<string> = []
+        const masters: Array<string> = []
+        for (let i = 0; names.length < 3; i++) {
+          const master = owner(keySlot(keyOf(`user-${i}`)))!
+          if (!masters.includes(master)) {
+            masters.push(master)
+            names.push(`user-${i}`)
+          }
+        }
+        for (const admin of admins) {
+          yield* Effect.promise(() =>
+            Promise.all([admin.script("LOAD", ACQUIRE.lua), admin.script("LOAD", ACQUIRE.many!.lua)])
+          )
+          yield* Effect.promise(() => admin.config("RESETSTAT"))
+        }
+        const B = TokenBucket.make<string>(ns, 5, Rate.make(1, "1 hour"))
+        const admissions = yield* Effect.all(
+          names.flatMap((name) => Array.from({ length: 10 }, () => B.acquire(name, 1))),
+          {
+            concurrency: "unbounded"
+          }
+        ).pipe(
+          Effect.provide(Redis.layerCluster({ nodes: [`${cluster.masters[0]!.host}:${cluster.masters[0]!.port}`] }))
+        )
+        // Each name: exactly 5 allowed, remaining 4..0, and 5 denied.
+        names.forEach((_, n) => {
+          const own = admissions.slice(10 * n, 10 * n + 10)
+          expect(own.flatMap((a) => a._tag === "Allowed" ? [a.remaining] : []).sort()).toEqual([0, 1, 2, 3, 4])
+        })
+        // The first call goes alone on the idle connection; the 29 made while it is in flight go in one call per
+        // slot, each on the master of its slot.
+        const calls = new Map<string, number>()
+        for (const [i, m] of cluster.masters.entries()) {
+          const info = String(yield* Effect.promise(() => admins[i]!.info("commandstats")))
+          calls.set(`${m.host}:${m.port}`, Number(/cmdstat_evalsha:calls=(\d+)/.exec(info)?.[1] ?? 0))
+        }
+        expect(masters.map((m) => calls.get(m))).toEqual([2, 1, 1])
+      }).pipe(Effect.scoped, Effect.runPromise),
+    30_000
+  )
 
   it("SCRIPT FLUSH on every node in the middle of a run: zero errors reach the callers", () =>
     Effect.gen(function*() {

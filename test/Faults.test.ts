@@ -117,6 +117,36 @@ describe("Faults", () => {
   )
 
   it.live(
+    "SIGSTOP past the command timeout with a batch in flight: every caller of the batch gets a typed Timeout in time",
+    () =>
+      Effect.gen(function*() {
+        const server = yield* RedisServer.make()
+        const B = TokenBucket.make<string>(freshNamespace(), 5, Rate.make(1, "1 hour"))
+        yield* Effect.gen(function*() {
+          expect(yield* B.acquire("warm", 1)).toEqual(Allowed({ remaining: 4 }))
+          process.kill(server.pid, "SIGSTOP")
+          const started = performance.now()
+          // The first goes alone; the 19 made while it is in flight go as one batch.
+          const exits = yield* Effect.all(Array.from({ length: 20 }, (_, i) => Effect.exit(B.acquire(`n${i}`, 1))), {
+            concurrency: "unbounded"
+          })
+          const surfaced = performance.now() - started
+          process.kill(server.pid, "SIGCONT")
+          for (const exit of exits) {
+            expect(failureOf(exit)).toMatchObject({
+              _tag: "RedisError",
+              reason: "Timeout",
+              operation: "script TokenBucket.acquire"
+            })
+          }
+          expect(surfaced).toBeGreaterThanOrEqual(390)
+          expect(surfaced).toBeLessThan(400 + 200)
+        }).pipe(Effect.provide(Redis.layer({ url: server.url, commandTimeout: "400 millis" })))
+      }).pipe(Effect.scoped),
+    20_000
+  )
+
+  it.live(
     "SIGSTOP past the command timeout: a typed Timeout in time; after SIGCONT the timed-out acquire turns out to have run",
     () =>
       Effect.gen(function*() {
