@@ -568,6 +568,428 @@ if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 redis.call('DEL', KEYS[1])
 return 1
 
+-- Semaphore.acquire: KEYS 3; sha1 dfbb3ec44baccbca76fc0b8e89eb6dc58abd1712
+local function fence(key, now, lease)
+  local next = now
+  local last = redis.call('GET', key)
+  if last and tonumber(last) >= next then next = tonumber(last) + 1 end
+  next = string.format('%d', next)
+  redis.call('SET', key, next, 'PX', lease)
+  return next
+end
+local function clock()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+local function prune(holders, now)
+  local held = -(tonumber(redis.call('ZSCORE', holders, '#')) or 0)
+  local ended = redis.call('ZRANGEBYSCORE', holders, 0, now)
+  if #ended == 0 then return held end
+  for i = 1, #ended do held = held - tonumber(string.match(ended[i], '^%d+')) end
+  if held == 0 then
+    redis.call('DEL', holders)
+  else
+    redis.call('ZREMRANGEBYSCORE', holders, 0, now)
+    redis.call('ZADD', holders, string.format('%d', -held), '#')
+  end
+  return held
+end
+local function acquire(holders, intent, fenceKey, member, n, permits, lease, intend)
+  local now = clock()
+  local held = prune(holders, now)
+  n = tonumber(n)
+  local waiting = redis.call('GET', intent)
+  local reserve = 0
+  if waiting and waiting ~= member then reserve = tonumber(string.match(waiting, '^%d+')) end
+  if held + n + reserve > tonumber(permits) then
+    if intend == '1' and (not waiting or waiting == member) then redis.call('SET', intent, member, 'PX', lease) end
+    return false
+  end
+  redis.call('ZADD', holders, string.format('%d', now + tonumber(lease) * 1000), member,
+    string.format('%d', -(held + n)), '#')
+  if held > 0 then redis.call('PEXPIRE', holders, lease, 'GT') else redis.call('PEXPIRE', holders, lease) end
+  if waiting == member then redis.call('DEL', intent) end
+  return fence(fenceKey, now, lease)
+end
+local function free(holders, member, n)
+  local score = redis.call('ZSCORE', holders, member)
+  if not score or tonumber(score) <= clock() then return 0 end
+  if tonumber(redis.call('ZINCRBY', holders, n, '#')) == 0 then
+    redis.call('DEL', holders)
+  else
+    redis.call('ZREM', holders, member)
+  end
+  return 1
+end
+local function renew(holders, member, lease)
+  local score = redis.call('ZSCORE', holders, member)
+  if not score then return 0 end
+  local now = clock()
+  if tonumber(score) <= now then return 0 end
+  redis.call('ZADD', holders, string.format('%d', now + tonumber(lease) * 1000), member)
+  redis.call('PEXPIRE', holders, lease, 'GT')
+  return 1
+end
+return acquire(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5])
+
+-- Semaphore.acquireMany: KEYS 3 per call (a batch of calls laid end to end); sha1 87cb38a17429638f652d8c80a4681d62e6565a7b
+local function fence(key, now, lease)
+  local next = now
+  local last = redis.call('GET', key)
+  if last and tonumber(last) >= next then next = tonumber(last) + 1 end
+  next = string.format('%d', next)
+  redis.call('SET', key, next, 'PX', lease)
+  return next
+end
+local function clock()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+local function prune(holders, now)
+  local held = -(tonumber(redis.call('ZSCORE', holders, '#')) or 0)
+  local ended = redis.call('ZRANGEBYSCORE', holders, 0, now)
+  if #ended == 0 then return held end
+  for i = 1, #ended do held = held - tonumber(string.match(ended[i], '^%d+')) end
+  if held == 0 then
+    redis.call('DEL', holders)
+  else
+    redis.call('ZREMRANGEBYSCORE', holders, 0, now)
+    redis.call('ZADD', holders, string.format('%d', -held), '#')
+  end
+  return held
+end
+local function acquire(holders, intent, fenceKey, member, n, permits, lease, intend)
+  local now = clock()
+  local held = prune(holders, now)
+  n = tonumber(n)
+  local waiting = redis.call('GET', intent)
+  local reserve = 0
+  if waiting and waiting ~= member then reserve = tonumber(string.match(waiting, '^%d+')) end
+  if held + n + reserve > tonumber(permits) then
+    if intend == '1' and (not waiting or waiting == member) then redis.call('SET', intent, member, 'PX', lease) end
+    return false
+  end
+  redis.call('ZADD', holders, string.format('%d', now + tonumber(lease) * 1000), member,
+    string.format('%d', -(held + n)), '#')
+  if held > 0 then redis.call('PEXPIRE', holders, lease, 'GT') else redis.call('PEXPIRE', holders, lease) end
+  if waiting == member then redis.call('DEL', intent) end
+  return fence(fenceKey, now, lease)
+end
+local function free(holders, member, n)
+  local score = redis.call('ZSCORE', holders, member)
+  if not score or tonumber(score) <= clock() then return 0 end
+  if tonumber(redis.call('ZINCRBY', holders, n, '#')) == 0 then
+    redis.call('DEL', holders)
+  else
+    redis.call('ZREM', holders, member)
+  end
+  return 1
+end
+local function renew(holders, member, lease)
+  local score = redis.call('ZSCORE', holders, member)
+  if not score then return 0 end
+  local now = clock()
+  if tonumber(score) <= now then return 0 end
+  redis.call('ZADD', holders, string.format('%d', now + tonumber(lease) * 1000), member)
+  redis.call('PEXPIRE', holders, lease, 'GT')
+  return 1
+end
+local replies = {}
+for i = 1, #KEYS / 3 do
+  local ok, reply = pcall(acquire, KEYS[3 * (i - 1) + 1], KEYS[3 * (i - 1) + 2], KEYS[3 * (i - 1) + 3], ARGV[5 * (i - 1) + 1], ARGV[5 * (i - 1) + 2], ARGV[5 * (i - 1) + 3], ARGV[5 * (i - 1) + 4], ARGV[5 * (i - 1) + 5])
+  if ok then
+    replies[i] = reply
+  elseif type(reply) == 'table' and reply.err then
+    replies[i] = reply
+  else
+    replies[i] = redis.error_reply(tostring(reply))
+  end
+end
+return replies
+
+-- Semaphore.extend: KEYS 1; sha1 90ce994cf84e5981772eb4ee8a95e99700db7331
+local function fence(key, now, lease)
+  local next = now
+  local last = redis.call('GET', key)
+  if last and tonumber(last) >= next then next = tonumber(last) + 1 end
+  next = string.format('%d', next)
+  redis.call('SET', key, next, 'PX', lease)
+  return next
+end
+local function clock()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+local function prune(holders, now)
+  local held = -(tonumber(redis.call('ZSCORE', holders, '#')) or 0)
+  local ended = redis.call('ZRANGEBYSCORE', holders, 0, now)
+  if #ended == 0 then return held end
+  for i = 1, #ended do held = held - tonumber(string.match(ended[i], '^%d+')) end
+  if held == 0 then
+    redis.call('DEL', holders)
+  else
+    redis.call('ZREMRANGEBYSCORE', holders, 0, now)
+    redis.call('ZADD', holders, string.format('%d', -held), '#')
+  end
+  return held
+end
+local function acquire(holders, intent, fenceKey, member, n, permits, lease, intend)
+  local now = clock()
+  local held = prune(holders, now)
+  n = tonumber(n)
+  local waiting = redis.call('GET', intent)
+  local reserve = 0
+  if waiting and waiting ~= member then reserve = tonumber(string.match(waiting, '^%d+')) end
+  if held + n + reserve > tonumber(permits) then
+    if intend == '1' and (not waiting or waiting == member) then redis.call('SET', intent, member, 'PX', lease) end
+    return false
+  end
+  redis.call('ZADD', holders, string.format('%d', now + tonumber(lease) * 1000), member,
+    string.format('%d', -(held + n)), '#')
+  if held > 0 then redis.call('PEXPIRE', holders, lease, 'GT') else redis.call('PEXPIRE', holders, lease) end
+  if waiting == member then redis.call('DEL', intent) end
+  return fence(fenceKey, now, lease)
+end
+local function free(holders, member, n)
+  local score = redis.call('ZSCORE', holders, member)
+  if not score or tonumber(score) <= clock() then return 0 end
+  if tonumber(redis.call('ZINCRBY', holders, n, '#')) == 0 then
+    redis.call('DEL', holders)
+  else
+    redis.call('ZREM', holders, member)
+  end
+  return 1
+end
+local function renew(holders, member, lease)
+  local score = redis.call('ZSCORE', holders, member)
+  if not score then return 0 end
+  local now = clock()
+  if tonumber(score) <= now then return 0 end
+  redis.call('ZADD', holders, string.format('%d', now + tonumber(lease) * 1000), member)
+  redis.call('PEXPIRE', holders, lease, 'GT')
+  return 1
+end
+return renew(KEYS[1], ARGV[1], ARGV[2])
+
+-- Semaphore.extendMany: KEYS 1 per call (a batch of calls laid end to end); sha1 fd95ee69d323d67aa2a3a8b71b7d903074eb2a39
+local function fence(key, now, lease)
+  local next = now
+  local last = redis.call('GET', key)
+  if last and tonumber(last) >= next then next = tonumber(last) + 1 end
+  next = string.format('%d', next)
+  redis.call('SET', key, next, 'PX', lease)
+  return next
+end
+local function clock()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+local function prune(holders, now)
+  local held = -(tonumber(redis.call('ZSCORE', holders, '#')) or 0)
+  local ended = redis.call('ZRANGEBYSCORE', holders, 0, now)
+  if #ended == 0 then return held end
+  for i = 1, #ended do held = held - tonumber(string.match(ended[i], '^%d+')) end
+  if held == 0 then
+    redis.call('DEL', holders)
+  else
+    redis.call('ZREMRANGEBYSCORE', holders, 0, now)
+    redis.call('ZADD', holders, string.format('%d', -held), '#')
+  end
+  return held
+end
+local function acquire(holders, intent, fenceKey, member, n, permits, lease, intend)
+  local now = clock()
+  local held = prune(holders, now)
+  n = tonumber(n)
+  local waiting = redis.call('GET', intent)
+  local reserve = 0
+  if waiting and waiting ~= member then reserve = tonumber(string.match(waiting, '^%d+')) end
+  if held + n + reserve > tonumber(permits) then
+    if intend == '1' and (not waiting or waiting == member) then redis.call('SET', intent, member, 'PX', lease) end
+    return false
+  end
+  redis.call('ZADD', holders, string.format('%d', now + tonumber(lease) * 1000), member,
+    string.format('%d', -(held + n)), '#')
+  if held > 0 then redis.call('PEXPIRE', holders, lease, 'GT') else redis.call('PEXPIRE', holders, lease) end
+  if waiting == member then redis.call('DEL', intent) end
+  return fence(fenceKey, now, lease)
+end
+local function free(holders, member, n)
+  local score = redis.call('ZSCORE', holders, member)
+  if not score or tonumber(score) <= clock() then return 0 end
+  if tonumber(redis.call('ZINCRBY', holders, n, '#')) == 0 then
+    redis.call('DEL', holders)
+  else
+    redis.call('ZREM', holders, member)
+  end
+  return 1
+end
+local function renew(holders, member, lease)
+  local score = redis.call('ZSCORE', holders, member)
+  if not score then return 0 end
+  local now = clock()
+  if tonumber(score) <= now then return 0 end
+  redis.call('ZADD', holders, string.format('%d', now + tonumber(lease) * 1000), member)
+  redis.call('PEXPIRE', holders, lease, 'GT')
+  return 1
+end
+local replies = {}
+for i = 1, #KEYS / 1 do
+  local ok, reply = pcall(renew, KEYS[1 * (i - 1) + 1], ARGV[2 * (i - 1) + 1], ARGV[2 * (i - 1) + 2])
+  if ok then
+    replies[i] = reply
+  elseif type(reply) == 'table' and reply.err then
+    replies[i] = reply
+  else
+    replies[i] = redis.error_reply(tostring(reply))
+  end
+end
+return replies
+
+-- Semaphore.release: KEYS 1; sha1 93614ae25165563ae569c9dfc60df9f6413271ed
+local function fence(key, now, lease)
+  local next = now
+  local last = redis.call('GET', key)
+  if last and tonumber(last) >= next then next = tonumber(last) + 1 end
+  next = string.format('%d', next)
+  redis.call('SET', key, next, 'PX', lease)
+  return next
+end
+local function clock()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+local function prune(holders, now)
+  local held = -(tonumber(redis.call('ZSCORE', holders, '#')) or 0)
+  local ended = redis.call('ZRANGEBYSCORE', holders, 0, now)
+  if #ended == 0 then return held end
+  for i = 1, #ended do held = held - tonumber(string.match(ended[i], '^%d+')) end
+  if held == 0 then
+    redis.call('DEL', holders)
+  else
+    redis.call('ZREMRANGEBYSCORE', holders, 0, now)
+    redis.call('ZADD', holders, string.format('%d', -held), '#')
+  end
+  return held
+end
+local function acquire(holders, intent, fenceKey, member, n, permits, lease, intend)
+  local now = clock()
+  local held = prune(holders, now)
+  n = tonumber(n)
+  local waiting = redis.call('GET', intent)
+  local reserve = 0
+  if waiting and waiting ~= member then reserve = tonumber(string.match(waiting, '^%d+')) end
+  if held + n + reserve > tonumber(permits) then
+    if intend == '1' and (not waiting or waiting == member) then redis.call('SET', intent, member, 'PX', lease) end
+    return false
+  end
+  redis.call('ZADD', holders, string.format('%d', now + tonumber(lease) * 1000), member,
+    string.format('%d', -(held + n)), '#')
+  if held > 0 then redis.call('PEXPIRE', holders, lease, 'GT') else redis.call('PEXPIRE', holders, lease) end
+  if waiting == member then redis.call('DEL', intent) end
+  return fence(fenceKey, now, lease)
+end
+local function free(holders, member, n)
+  local score = redis.call('ZSCORE', holders, member)
+  if not score or tonumber(score) <= clock() then return 0 end
+  if tonumber(redis.call('ZINCRBY', holders, n, '#')) == 0 then
+    redis.call('DEL', holders)
+  else
+    redis.call('ZREM', holders, member)
+  end
+  return 1
+end
+local function renew(holders, member, lease)
+  local score = redis.call('ZSCORE', holders, member)
+  if not score then return 0 end
+  local now = clock()
+  if tonumber(score) <= now then return 0 end
+  redis.call('ZADD', holders, string.format('%d', now + tonumber(lease) * 1000), member)
+  redis.call('PEXPIRE', holders, lease, 'GT')
+  return 1
+end
+return free(KEYS[1], ARGV[1], ARGV[2])
+
+-- Semaphore.releaseMany: KEYS 1 per call (a batch of calls laid end to end); sha1 6d4589791ce21376917ddaeddfe02086d82d2402
+local function fence(key, now, lease)
+  local next = now
+  local last = redis.call('GET', key)
+  if last and tonumber(last) >= next then next = tonumber(last) + 1 end
+  next = string.format('%d', next)
+  redis.call('SET', key, next, 'PX', lease)
+  return next
+end
+local function clock()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+local function prune(holders, now)
+  local held = -(tonumber(redis.call('ZSCORE', holders, '#')) or 0)
+  local ended = redis.call('ZRANGEBYSCORE', holders, 0, now)
+  if #ended == 0 then return held end
+  for i = 1, #ended do held = held - tonumber(string.match(ended[i], '^%d+')) end
+  if held == 0 then
+    redis.call('DEL', holders)
+  else
+    redis.call('ZREMRANGEBYSCORE', holders, 0, now)
+    redis.call('ZADD', holders, string.format('%d', -held), '#')
+  end
+  return held
+end
+local function acquire(holders, intent, fenceKey, member, n, permits, lease, intend)
+  local now = clock()
+  local held = prune(holders, now)
+  n = tonumber(n)
+  local waiting = redis.call('GET', intent)
+  local reserve = 0
+  if waiting and waiting ~= member then reserve = tonumber(string.match(waiting, '^%d+')) end
+  if held + n + reserve > tonumber(permits) then
+    if intend == '1' and (not waiting or waiting == member) then redis.call('SET', intent, member, 'PX', lease) end
+    return false
+  end
+  redis.call('ZADD', holders, string.format('%d', now + tonumber(lease) * 1000), member,
+    string.format('%d', -(held + n)), '#')
+  if held > 0 then redis.call('PEXPIRE', holders, lease, 'GT') else redis.call('PEXPIRE', holders, lease) end
+  if waiting == member then redis.call('DEL', intent) end
+  return fence(fenceKey, now, lease)
+end
+local function free(holders, member, n)
+  local score = redis.call('ZSCORE', holders, member)
+  if not score or tonumber(score) <= clock() then return 0 end
+  if tonumber(redis.call('ZINCRBY', holders, n, '#')) == 0 then
+    redis.call('DEL', holders)
+  else
+    redis.call('ZREM', holders, member)
+  end
+  return 1
+end
+local function renew(holders, member, lease)
+  local score = redis.call('ZSCORE', holders, member)
+  if not score then return 0 end
+  local now = clock()
+  if tonumber(score) <= now then return 0 end
+  redis.call('ZADD', holders, string.format('%d', now + tonumber(lease) * 1000), member)
+  redis.call('PEXPIRE', holders, lease, 'GT')
+  return 1
+end
+local replies = {}
+for i = 1, #KEYS / 1 do
+  local ok, reply = pcall(free, KEYS[1 * (i - 1) + 1], ARGV[2 * (i - 1) + 1], ARGV[2 * (i - 1) + 2])
+  if ok then
+    replies[i] = reply
+  elseif type(reply) == 'table' and reply.err then
+    replies[i] = reply
+  else
+    replies[i] = redis.error_reply(tostring(reply))
+  end
+end
+return replies
+
+-- Semaphore.withdraw: KEYS 1; sha1 182d787039319d8585f2c02e2ac1cf0a449f5c99
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('DEL', KEYS[1])
+return 1
+
 -- TokenBucket.acquire: KEYS 1; sha1 da07c976412387b2f98f5b0e7a0eec7a9323d0c0
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
