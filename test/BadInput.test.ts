@@ -3,7 +3,8 @@
  * bytes, numbers that are no safe integer, huge bigints and byte arrays, values of no name type), bad
  * costs (negative, fractional, non-finite, huge, of no number type), bad permit counts (the same, 0, and
  * more than a name has), bad messages (non-finite, of the wrong shape, that JSON would change) and bad
- * delivery modes, for every operation of TokenBucket, FixedWindow, Lock, RwLock, Semaphore and Pipe. Each runs on the throwaway server and on the embedded backend:
+ * delivery modes, for every operation of TokenBucket, FixedWindow, Lock, RwLock, Semaphore and Pipe.
+ * Each runs on the throwaway server and on the embedded backend:
  *
  * - it must fail with `InvalidInput` naming the argument, never a defect and never a `RedisError`;
  * - it must leave no key behind: SCAN over the run's namespaces on Redis, the store's key count on the
