@@ -1,8 +1,9 @@
 /**
  * The bound on every duration a structure keeps in Redis (src/internal/duration.ts): a lock's, a
  * reader's or a semaphore holder's lease, a pipe's TTL, a window. Past 10^11 ms (10^14 µs) `make`
- * throws a `RangeError` naming the bound; at the bound, every script and twin handles it exactly, on every backend: the reader's
- * score, the TTLs and the fences are what they should be, and the backends agree.
+ * throws a `RangeError` naming the bound; at the bound, every script and twin handles it exactly, on
+ * every backend: the reader's and the holder's score, the TTLs and the fences are what they should
+ * be, and the backends agree.
  */
 import { Duration, Effect, Option, Schema, Stream } from "effect"
 import { describe, expect, it } from "vitest"
