@@ -33,7 +33,8 @@ export const entity: Semaphore.Entity = Capability.entity(KIND)
  * the set is deleted when nothing is held. Leases are in ms; `member` is `<n>:<token>`.
  * - `clock()` is the server's time in µs;
  * - `prune(holders, now)` drops the holders whose lease ended by `now`, takes their permits off the
- *   count, and returns the permits still held;
+ *   count, and returns the permits still held; one ZRANGEBYSCORE up to `now` reads both, `#` (the
+ *   lowest score) first;
  * - `acquire(holders, intent, fenceKey, member, n, permits, lease, intend)` grants `n` of `permits` if
  *   they are free and, when a waiter other than `member` left an intent for `k`, `k` stay free after
  *   the grant; it returns the fence (a decimal string), or false when refused, leaving `member`'s
@@ -46,10 +47,11 @@ const FUNCTIONS = `${FENCE_FUNCTION}local function clock()
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 local function prune(holders, now)
-  local held = -(tonumber(redis.call('ZSCORE', holders, '#')) or 0)
-  local ended = redis.call('ZRANGEBYSCORE', holders, 0, now)
-  if #ended == 0 then return held end
-  for i = 1, #ended do held = held - tonumber(string.match(ended[i], '^%d+')) end
+  local due = redis.call('ZRANGEBYSCORE', holders, '-inf', now, 'WITHSCORES')
+  if #due == 0 then return 0 end
+  local held = -tonumber(due[2])
+  if #due == 2 then return held end
+  for i = 3, #due, 2 do held = held - tonumber(string.match(due[i], '^%d+')) end
   if held == 0 then
     redis.call('DEL', holders)
   else
@@ -101,13 +103,11 @@ const permitsOf = (member: string): number => Number(/^\d+/.exec(member)?.[0])
 
 /** The twins of FUNCTIONS. */
 const prune = (db: Script.Keyspace, holders: string): number => {
-  let held = -Number(db.zscore(holders, "#") ?? 0)
   const all = db.zrangeWithScores(holders, 0, -1)
+  if (all.length === 0) return 0
+  let held = -Number(all[1])
   const ended: Array<string> = []
-  for (let i = 0; i < all.length; i += 2) {
-    const score = Number(all[i + 1])
-    if (score >= 0 && score <= db.now) ended.push(all[i]!)
-  }
+  for (let i = 2; i < all.length && Number(all[i + 1]) <= db.now; i += 2) ended.push(all[i]!)
   if (ended.length === 0) return held
   for (const member of ended) held -= permitsOf(member)
   if (held === 0) {

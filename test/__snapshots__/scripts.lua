@@ -568,7 +568,7 @@ if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 redis.call('DEL', KEYS[1])
 return 1
 
--- Semaphore.acquire: KEYS 3; sha1 dfbb3ec44baccbca76fc0b8e89eb6dc58abd1712
+-- Semaphore.acquire: KEYS 3; sha1 d374d5ffaee5bbdf4e170a80b36a9e2134ff3a06
 local function fence(key, now, lease)
   local next = now
   local last = redis.call('GET', key)
@@ -582,10 +582,11 @@ local function clock()
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 local function prune(holders, now)
-  local held = -(tonumber(redis.call('ZSCORE', holders, '#')) or 0)
-  local ended = redis.call('ZRANGEBYSCORE', holders, 0, now)
-  if #ended == 0 then return held end
-  for i = 1, #ended do held = held - tonumber(string.match(ended[i], '^%d+')) end
+  local due = redis.call('ZRANGEBYSCORE', holders, '-inf', now, 'WITHSCORES')
+  if #due == 0 then return 0 end
+  local held = -tonumber(due[2])
+  if #due == 2 then return held end
+  for i = 3, #due, 2 do held = held - tonumber(string.match(due[i], '^%d+')) end
   if held == 0 then
     redis.call('DEL', holders)
   else
@@ -632,7 +633,7 @@ local function renew(holders, member, lease)
 end
 return acquire(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5])
 
--- Semaphore.acquireMany: KEYS 3 per call (a batch of calls laid end to end); sha1 87cb38a17429638f652d8c80a4681d62e6565a7b
+-- Semaphore.acquireMany: KEYS 3 per call (a batch of calls laid end to end); sha1 f70a4256f335602c37ccdee26a677c944ceb8590
 local function fence(key, now, lease)
   local next = now
   local last = redis.call('GET', key)
@@ -646,10 +647,11 @@ local function clock()
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 local function prune(holders, now)
-  local held = -(tonumber(redis.call('ZSCORE', holders, '#')) or 0)
-  local ended = redis.call('ZRANGEBYSCORE', holders, 0, now)
-  if #ended == 0 then return held end
-  for i = 1, #ended do held = held - tonumber(string.match(ended[i], '^%d+')) end
+  local due = redis.call('ZRANGEBYSCORE', holders, '-inf', now, 'WITHSCORES')
+  if #due == 0 then return 0 end
+  local held = -tonumber(due[2])
+  if #due == 2 then return held end
+  for i = 3, #due, 2 do held = held - tonumber(string.match(due[i], '^%d+')) end
   if held == 0 then
     redis.call('DEL', holders)
   else
@@ -707,7 +709,7 @@ for i = 1, #KEYS / 3 do
 end
 return replies
 
--- Semaphore.extend: KEYS 1; sha1 90ce994cf84e5981772eb4ee8a95e99700db7331
+-- Semaphore.extend: KEYS 1; sha1 6feb6e602896a11cedece0d2a5f9c6c49a4b645a
 local function fence(key, now, lease)
   local next = now
   local last = redis.call('GET', key)
@@ -721,10 +723,11 @@ local function clock()
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 local function prune(holders, now)
-  local held = -(tonumber(redis.call('ZSCORE', holders, '#')) or 0)
-  local ended = redis.call('ZRANGEBYSCORE', holders, 0, now)
-  if #ended == 0 then return held end
-  for i = 1, #ended do held = held - tonumber(string.match(ended[i], '^%d+')) end
+  local due = redis.call('ZRANGEBYSCORE', holders, '-inf', now, 'WITHSCORES')
+  if #due == 0 then return 0 end
+  local held = -tonumber(due[2])
+  if #due == 2 then return held end
+  for i = 3, #due, 2 do held = held - tonumber(string.match(due[i], '^%d+')) end
   if held == 0 then
     redis.call('DEL', holders)
   else
@@ -771,7 +774,7 @@ local function renew(holders, member, lease)
 end
 return renew(KEYS[1], ARGV[1], ARGV[2])
 
--- Semaphore.extendMany: KEYS 1 per call (a batch of calls laid end to end); sha1 fd95ee69d323d67aa2a3a8b71b7d903074eb2a39
+-- Semaphore.extendMany: KEYS 1 per call (a batch of calls laid end to end); sha1 7ee26736a8d8f486e0741dcd593642611b7c6af6
 local function fence(key, now, lease)
   local next = now
   local last = redis.call('GET', key)
@@ -785,10 +788,11 @@ local function clock()
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 local function prune(holders, now)
-  local held = -(tonumber(redis.call('ZSCORE', holders, '#')) or 0)
-  local ended = redis.call('ZRANGEBYSCORE', holders, 0, now)
-  if #ended == 0 then return held end
-  for i = 1, #ended do held = held - tonumber(string.match(ended[i], '^%d+')) end
+  local due = redis.call('ZRANGEBYSCORE', holders, '-inf', now, 'WITHSCORES')
+  if #due == 0 then return 0 end
+  local held = -tonumber(due[2])
+  if #due == 2 then return held end
+  for i = 3, #due, 2 do held = held - tonumber(string.match(due[i], '^%d+')) end
   if held == 0 then
     redis.call('DEL', holders)
   else
@@ -846,7 +850,7 @@ for i = 1, #KEYS / 1 do
 end
 return replies
 
--- Semaphore.release: KEYS 1; sha1 93614ae25165563ae569c9dfc60df9f6413271ed
+-- Semaphore.release: KEYS 1; sha1 e7f05f3d6efedf082aebc4c3c1b5f7076f6772cf
 local function fence(key, now, lease)
   local next = now
   local last = redis.call('GET', key)
@@ -860,10 +864,11 @@ local function clock()
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 local function prune(holders, now)
-  local held = -(tonumber(redis.call('ZSCORE', holders, '#')) or 0)
-  local ended = redis.call('ZRANGEBYSCORE', holders, 0, now)
-  if #ended == 0 then return held end
-  for i = 1, #ended do held = held - tonumber(string.match(ended[i], '^%d+')) end
+  local due = redis.call('ZRANGEBYSCORE', holders, '-inf', now, 'WITHSCORES')
+  if #due == 0 then return 0 end
+  local held = -tonumber(due[2])
+  if #due == 2 then return held end
+  for i = 3, #due, 2 do held = held - tonumber(string.match(due[i], '^%d+')) end
   if held == 0 then
     redis.call('DEL', holders)
   else
@@ -910,7 +915,7 @@ local function renew(holders, member, lease)
 end
 return free(KEYS[1], ARGV[1], ARGV[2])
 
--- Semaphore.releaseMany: KEYS 1 per call (a batch of calls laid end to end); sha1 6d4589791ce21376917ddaeddfe02086d82d2402
+-- Semaphore.releaseMany: KEYS 1 per call (a batch of calls laid end to end); sha1 97ba64e518a408c8100df05a31e709c0a5a699b3
 local function fence(key, now, lease)
   local next = now
   local last = redis.call('GET', key)
@@ -924,10 +929,11 @@ local function clock()
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 local function prune(holders, now)
-  local held = -(tonumber(redis.call('ZSCORE', holders, '#')) or 0)
-  local ended = redis.call('ZRANGEBYSCORE', holders, 0, now)
-  if #ended == 0 then return held end
-  for i = 1, #ended do held = held - tonumber(string.match(ended[i], '^%d+')) end
+  local due = redis.call('ZRANGEBYSCORE', holders, '-inf', now, 'WITHSCORES')
+  if #due == 0 then return 0 end
+  local held = -tonumber(due[2])
+  if #due == 2 then return held end
+  for i = 3, #due, 2 do held = held - tonumber(string.match(due[i], '^%d+')) end
   if held == 0 then
     redis.call('DEL', holders)
   else
