@@ -68,6 +68,14 @@ const unchecked = <A, E>(effect: Effect.Effect<A, E, unknown>) => effect as Effe
 
 const intentOf = (ns: string, name: string) => get(keyOf(ns, name, "intent"))
 
+/**
+ * The starvation bound (docs/semaphore.md): a waiter for n > 1 gets in at its first attempt after the
+ * holders that were in when it was first refused have left: within their longest hold (20 ms in these
+ * tests) and one pause of its schedule (the default's is at most 200 ms), plus the round trips, for
+ * which 100 ms are allowed on a loaded machine.
+ */
+const BOUND = 20 + 200 + 100
+
 forEachBackend("Semaphore", (it, backend) => {
   it.scoped("tryAcquire takes n permits (1 by default) while they are free, never waits, and release gives them back", () =>
     Effect.gen(function*() {
@@ -497,7 +505,7 @@ forEachBackend("Semaphore", (it, backend) => {
       expect(yield* S.release(holder)).toBe(true)
     }))
 
-  it.scoped("no starvation: with 6 fibers taking 1 of 3 permits continuously, withPermits(3) gets in within 2 × ttl", () =>
+  it.scoped("no starvation: with 6 fibers taking 1 of 3 permits continuously, withPermits(3) gets in within the bound", () =>
     Effect.gen(function*() {
       const ns = fresh()
       const ttl = 300
@@ -548,9 +556,9 @@ forEachBackend("Semaphore", (it, backend) => {
         `Semaphore no-starvation on ${backend.name}: 6 fibers taking 1 of 3 permits (20 ms each), ttl ${ttl} ms: ` +
           `withPermits(3) waited ${sorted.map((ms) => ms.toFixed(0)).join(", ")} ms over 5 rounds (max ${
             sorted[4]!.toFixed(0)
-          } ms, ${(sorted[4]! / ttl).toFixed(2)} × ttl; bound 2 × ttl = ${2 * ttl} ms)`
+          } ms; bound ${BOUND} ms)`
       )
-      for (const waited of waits) expect(waited).toBeLessThan(2 * ttl)
+      for (const waited of waits) expect(waited).toBeLessThan(BOUND)
 
       // The trade-off of never waiting: tryAcquire(3) leaves no intent, so the same stream may keep it out.
       // Measured for the docs, not asserted.
