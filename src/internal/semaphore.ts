@@ -30,16 +30,17 @@ export const entity: Semaphore.Entity = Capability.entity(KIND)
  * @internal The Semaphore functions, which every Semaphore script defines. The holders are a sorted
  * set: one member `<n>:<token>` per holder, scored by the end of its lease in server µs, and the member
  * `#`, scored minus the permits held in all (negative, so no range of lease ends from 0 includes it);
- * the set is deleted when nothing is held. Leases are in ms; `member` is `<n>:<token>`.
+ * the set is deleted when nothing is held. Leases are in ms; `member` is `<n>:<token>`, and `n` is read
+ * from it.
  * - `clock()` is the server's time in µs;
  * - `prune(holders, now)` drops the holders whose lease ended by `now`, takes their permits off the
  *   count, and returns the permits still held; one ZRANGEBYSCORE up to `now` reads both, `#` (the
  *   lowest score) first;
- * - `acquire(holders, intent, fenceKey, member, n, permits, lease, intend)` grants `n` of `permits` if
- *   they are free and, when a waiter other than `member` left an intent for `k`, `k` stay free after
- *   the grant; it returns the fence (a decimal string), or false when refused, leaving `member`'s
- *   intent for a lease if `intend` is '1' and no other intent stands;
- * - `free(holders, member, n)` gives a live holder's `n` permits back (1, or 0 if it is not one);
+ * - `acquire(holders, intent, fenceKey, member, permits, lease, intend)` grants the member's `n` of
+ *   `permits` if they are free and, when a waiter other than `member` left an intent for `k`, `k` stay
+ *   free after the grant; it returns the fence (a decimal string), or false when refused, leaving
+ *   `member`'s intent for a lease if `intend` is '1' and no other intent stands;
+ * - `free(holders, member)` gives a live holder's permits back (1, or 0 if it is not one);
  * - `renew(holders, member, lease)` restarts a live holder's lease (1 or 0).
  */
 const FUNCTIONS = `${FENCE_FUNCTION}local function clock()
@@ -60,10 +61,10 @@ local function prune(holders, now)
   end
   return held
 end
-local function acquire(holders, intent, fenceKey, member, n, permits, lease, intend)
+local function acquire(holders, intent, fenceKey, member, permits, lease, intend)
   local now = clock()
   local held = prune(holders, now)
-  n = tonumber(n)
+  local n = tonumber(string.match(member, '^%d+'))
   local waiting = redis.call('GET', intent)
   local reserve = 0
   if waiting and waiting ~= member then reserve = tonumber(string.match(waiting, '^%d+')) end
@@ -77,10 +78,10 @@ local function acquire(holders, intent, fenceKey, member, n, permits, lease, int
   if waiting == member then redis.call('DEL', intent) end
   return fence(fenceKey, now, lease)
 end
-local function free(holders, member, n)
+local function free(holders, member)
   local score = redis.call('ZSCORE', holders, member)
   if not score or tonumber(score) <= clock() then return 0 end
-  if tonumber(redis.call('ZINCRBY', holders, n, '#')) == 0 then
+  if tonumber(redis.call('ZINCRBY', holders, string.match(member, '^%d+'), '#')) == 0 then
     redis.call('DEL', holders)
   else
     redis.call('ZREM', holders, member)
@@ -118,9 +119,9 @@ const prune = (db: Script.Keyspace, holders: string): number => {
   }
   return held
 }
-const acquire: Script.Twin = (db, [holders, intent, fenceKey], [member, n, permits, leaseMs, intend]) => {
+const acquire: Script.Twin = (db, [holders, intent, fenceKey], [member, permits, leaseMs, intend]) => {
   const held = prune(db, holders!)
-  const k = Number(n)
+  const k = permitsOf(member!)
   const waiting = db.get(intent!)
   const reserve = waiting !== null && waiting !== member ? permitsOf(waiting) : 0
   if (held + k + reserve > Number(permits)) {
@@ -133,10 +134,10 @@ const acquire: Script.Twin = (db, [holders, intent, fenceKey], [member, n, permi
   if (waiting === member) db.del(intent!)
   return fence(db, fenceKey!, db.now, leaseMs!)
 }
-const free: Script.Twin = (db, [holders], [member, n]) => {
+const free: Script.Twin = (db, [holders], [member]) => {
   const score = db.zscore(holders!, member!)
   if (score === null || Number(score) <= db.now) return 0
-  const left = Number(db.zscore(holders!, "#")) + Number(n)
+  const left = Number(db.zscore(holders!, "#")) + permitsOf(member!)
   if (left === 0) {
     db.del(holders!)
   } else {
@@ -154,33 +155,33 @@ const renew: Script.Twin = (db, [holders], [member, leaseMs]) => {
 }
 
 /**
- * @internal Takes permits if free. KEYS[1] the holders, KEYS[2] the intent, KEYS[3] the fence; ARGV[1]
- * the member `<n>:<token>`, ARGV[2] n, ARGV[3] the permits per name, ARGV[4] the lease (ms), ARGV[5] "1"
- * to leave an intent when refused (a waiter for n > 1). Returns the fence (a decimal string) when
- * granted, nil when refused. Batched.
+ * @internal Takes n permits if free. KEYS[1] the holders, KEYS[2] the intent, KEYS[3] the fence; ARGV[1]
+ * the member `<n>:<token>`, ARGV[2] the permits per name, ARGV[3] the lease (ms), ARGV[4] "1" to leave an
+ * intent when refused (a waiter for n > 1). Returns the fence (a decimal string) when granted, nil when
+ * refused. Batched.
  */
 export const ACQUIRE = define({
   name: "Semaphore.acquire",
   keys: 3,
-  lua: `${FUNCTIONS}return acquire(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5])
+  lua: `${FUNCTIONS}return acquire(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[3], ARGV[4])
 `,
   twin: acquire,
   decode: fenceReply,
-  many: { lua: `${FUNCTIONS}${manyLua("acquire", 3, 5)}`, twin: manyTwin(acquire, 3, 5) }
+  many: { lua: `${FUNCTIONS}${manyLua("acquire", 3, 4)}`, twin: manyTwin(acquire, 3, 4) }
 })
 
 /**
- * @internal Gives a live holder's permits back. KEYS[1] the holders; ARGV[1] the member `<n>:<token>`,
- * ARGV[2] n. Returns 1, or 0 if its lease had ended. Batched.
+ * @internal Gives a live holder's permits back. KEYS[1] the holders; ARGV[1] the member `<n>:<token>`.
+ * Returns 1, or 0 if its lease had ended. Batched.
  */
 export const RELEASE = define({
   name: "Semaphore.release",
   keys: 1,
-  lua: `${FUNCTIONS}return free(KEYS[1], ARGV[1], ARGV[2])
+  lua: `${FUNCTIONS}return free(KEYS[1], ARGV[1])
 `,
   twin: free,
   decode: flag,
-  many: { lua: `${FUNCTIONS}${manyLua("free", 1, 2)}`, twin: manyTwin(free, 1, 2) }
+  many: { lua: `${FUNCTIONS}${manyLua("free", 1, 1)}`, twin: manyTwin(free, 1, 1) }
 })
 
 /**
@@ -213,17 +214,33 @@ return 1
   decode: flag
 })
 
-/** @internal A permit: its secret lives only in the closures of `release` and `extend`. */
+/**
+ * @internal A permit. Its member (and in it the secret) is a private field: no property, `toString`,
+ * `inspect` or JSON shows it; only its own `release` and `extend` use it.
+ */
 export class Permit implements lease.Lease<Semaphore.Requirements>, Inspectable.Inspectable {
+  readonly #member: string
+  readonly #keys: Keys
+  readonly #leaseMillis: string
   constructor(
     readonly namespace: string,
     readonly name: string,
     readonly permits: number,
     readonly fence: bigint,
-    readonly release: Effect.Effect<boolean, Redis.RedisError, Semaphore.Requirements>,
-    readonly extend: Effect.Effect<boolean, Redis.RedisError, Semaphore.Requirements>
+    member: string,
+    keys: Keys,
+    leaseMillis: string
   ) {
+    this.#member = member
+    this.#keys = keys
+    this.#leaseMillis = leaseMillis
     Object.freeze(this)
+  }
+  get release(): Effect.Effect<boolean, Redis.RedisError, Semaphore.Requirements> {
+    return access.write(entity, (redis) => runOn(redis, RELEASE, this.#keys.holders, [this.#member]))
+  }
+  get extend(): Effect.Effect<boolean, Redis.RedisError, Semaphore.Requirements> {
+    return access.write(entity, (redis) => runOn(redis, EXTEND, this.#keys.holders, [this.#member, this.#leaseMillis]))
   }
   toJSON() {
     return {
@@ -242,11 +259,15 @@ export class Permit implements lease.Lease<Semaphore.Requirements>, Inspectable.
   }
 }
 
+/** The encoded name and the KEYS of each script, built once per call. */
 interface Keys {
   readonly name: string
-  readonly holders: string
-  readonly intent: string
-  readonly fence: string
+  /** The holders, the intent, the fence. */
+  readonly acquire: ReadonlyArray<string>
+  /** The holders alone. */
+  readonly holders: ReadonlyArray<string>
+  /** The intent alone. */
+  readonly intent: ReadonlyArray<string>
 }
 
 class SemaphoreImpl<Name extends Redis.KeyName> implements Semaphore.Semaphore<Name> {
@@ -273,12 +294,16 @@ class SemaphoreImpl<Name extends Redis.KeyName> implements Semaphore.Semaphore<N
         })
       )
     }
-    return Either.map(key.encodeNameOf(this.label, operation, name), (encoded) => ({
-      name: encoded,
-      holders: key.taggedKey(KIND, this.namespace, encoded, "holders"),
-      intent: key.taggedKey(KIND, this.namespace, encoded, "intent"),
-      fence: key.taggedKey(KIND, this.namespace, encoded, "fence")
-    }))
+    return Either.map(key.encodeNameOf(this.label, operation, name), (encoded) => {
+      const holders = key.taggedKey(KIND, this.namespace, encoded, "holders")
+      const intent = key.taggedKey(KIND, this.namespace, encoded, "intent")
+      return {
+        name: encoded,
+        acquire: [holders, intent, key.taggedKey(KIND, this.namespace, encoded, "fence")],
+        holders: [holders],
+        intent: [intent]
+      }
+    })
   }
 
   /**
@@ -291,25 +316,16 @@ class SemaphoreImpl<Name extends Redis.KeyName> implements Semaphore.Semaphore<N
     intend: boolean,
     secret: () => string
   ): Effect.Effect<Option.Option<Permit>, Redis.RedisError, Semaphore.Requirements> {
-    const count = String(n)
+    const prefix = `${n}:`
+    const flag = intend ? "1" : "0"
     return access.write(entity, (redis) => {
-      const member = `${count}:${secret()}`
-      return runOn(
-        redis,
-        ACQUIRE,
-        [keys.holders, keys.intent, keys.fence],
-        [member, count, this.permitsArg, this.leaseMillis, intend ? "1" : "0"]
-      ).pipe(
-        Effect.map(Option.map((fence) =>
-          new Permit(
-            this.namespace,
-            keys.name,
-            n,
-            fence,
-            access.write(entity, (redis) => runOn(redis, RELEASE, [keys.holders], [member, count])),
-            access.write(entity, (redis) => runOn(redis, EXTEND, [keys.holders], [member, this.leaseMillis]))
-          )
-        ))
+      const member = prefix + secret()
+      return Effect.map(
+        runOn(redis, ACQUIRE, keys.acquire, [member, this.permitsArg, this.leaseMillis, flag]),
+        (fence) =>
+          Option.isNone(fence)
+            ? Option.none()
+            : Option.some(new Permit(this.namespace, keys.name, n, fence.value, member, keys, this.leaseMillis))
       )
     })
   }
@@ -332,7 +348,7 @@ class SemaphoreImpl<Name extends Redis.KeyName> implements Semaphore.Semaphore<N
 
   /** Withdraws the intent `member` may have left. */
   withdraw(keys: Keys, member: string): Effect.Effect<void, never, Semaphore.Requirements> {
-    return access.write(entity, (redis) => Effect.ignore(runOn(redis, WITHDRAW, [keys.intent], [member])))
+    return access.write(entity, (redis) => Effect.ignore(runOn(redis, WITHDRAW, keys.intent, [member])))
   }
 
   toString() {

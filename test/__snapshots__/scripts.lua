@@ -568,7 +568,7 @@ if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 redis.call('DEL', KEYS[1])
 return 1
 
--- Semaphore.acquire: KEYS 3; sha1 d374d5ffaee5bbdf4e170a80b36a9e2134ff3a06
+-- Semaphore.acquire: KEYS 3; sha1 49df219fd14544947569f75a60063f1618fc2aa8
 local function fence(key, now, lease)
   local next = now
   local last = redis.call('GET', key)
@@ -595,10 +595,10 @@ local function prune(holders, now)
   end
   return held
 end
-local function acquire(holders, intent, fenceKey, member, n, permits, lease, intend)
+local function acquire(holders, intent, fenceKey, member, permits, lease, intend)
   local now = clock()
   local held = prune(holders, now)
-  n = tonumber(n)
+  local n = tonumber(string.match(member, '^%d+'))
   local waiting = redis.call('GET', intent)
   local reserve = 0
   if waiting and waiting ~= member then reserve = tonumber(string.match(waiting, '^%d+')) end
@@ -612,10 +612,10 @@ local function acquire(holders, intent, fenceKey, member, n, permits, lease, int
   if waiting == member then redis.call('DEL', intent) end
   return fence(fenceKey, now, lease)
 end
-local function free(holders, member, n)
+local function free(holders, member)
   local score = redis.call('ZSCORE', holders, member)
   if not score or tonumber(score) <= clock() then return 0 end
-  if tonumber(redis.call('ZINCRBY', holders, n, '#')) == 0 then
+  if tonumber(redis.call('ZINCRBY', holders, string.match(member, '^%d+'), '#')) == 0 then
     redis.call('DEL', holders)
   else
     redis.call('ZREM', holders, member)
@@ -631,9 +631,9 @@ local function renew(holders, member, lease)
   redis.call('PEXPIRE', holders, lease, 'GT')
   return 1
 end
-return acquire(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5])
+return acquire(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[3], ARGV[4])
 
--- Semaphore.acquireMany: KEYS 3 per call (a batch of calls laid end to end); sha1 f70a4256f335602c37ccdee26a677c944ceb8590
+-- Semaphore.acquireMany: KEYS 3 per call (a batch of calls laid end to end); sha1 efce8f75336cd9c765ed82da0ae52a90ec9534ef
 local function fence(key, now, lease)
   local next = now
   local last = redis.call('GET', key)
@@ -660,10 +660,10 @@ local function prune(holders, now)
   end
   return held
 end
-local function acquire(holders, intent, fenceKey, member, n, permits, lease, intend)
+local function acquire(holders, intent, fenceKey, member, permits, lease, intend)
   local now = clock()
   local held = prune(holders, now)
-  n = tonumber(n)
+  local n = tonumber(string.match(member, '^%d+'))
   local waiting = redis.call('GET', intent)
   local reserve = 0
   if waiting and waiting ~= member then reserve = tonumber(string.match(waiting, '^%d+')) end
@@ -677,10 +677,10 @@ local function acquire(holders, intent, fenceKey, member, n, permits, lease, int
   if waiting == member then redis.call('DEL', intent) end
   return fence(fenceKey, now, lease)
 end
-local function free(holders, member, n)
+local function free(holders, member)
   local score = redis.call('ZSCORE', holders, member)
   if not score or tonumber(score) <= clock() then return 0 end
-  if tonumber(redis.call('ZINCRBY', holders, n, '#')) == 0 then
+  if tonumber(redis.call('ZINCRBY', holders, string.match(member, '^%d+'), '#')) == 0 then
     redis.call('DEL', holders)
   else
     redis.call('ZREM', holders, member)
@@ -698,7 +698,7 @@ local function renew(holders, member, lease)
 end
 local replies = {}
 for i = 1, #KEYS / 3 do
-  local ok, reply = pcall(acquire, KEYS[3 * (i - 1) + 1], KEYS[3 * (i - 1) + 2], KEYS[3 * (i - 1) + 3], ARGV[5 * (i - 1) + 1], ARGV[5 * (i - 1) + 2], ARGV[5 * (i - 1) + 3], ARGV[5 * (i - 1) + 4], ARGV[5 * (i - 1) + 5])
+  local ok, reply = pcall(acquire, KEYS[3 * (i - 1) + 1], KEYS[3 * (i - 1) + 2], KEYS[3 * (i - 1) + 3], ARGV[4 * (i - 1) + 1], ARGV[4 * (i - 1) + 2], ARGV[4 * (i - 1) + 3], ARGV[4 * (i - 1) + 4])
   if ok then
     replies[i] = reply
   elseif type(reply) == 'table' and reply.err then
@@ -709,7 +709,7 @@ for i = 1, #KEYS / 3 do
 end
 return replies
 
--- Semaphore.extend: KEYS 1; sha1 6feb6e602896a11cedece0d2a5f9c6c49a4b645a
+-- Semaphore.extend: KEYS 1; sha1 6e43e7b74fff028860bd56bfbe02a50e5ecb382f
 local function fence(key, now, lease)
   local next = now
   local last = redis.call('GET', key)
@@ -736,10 +736,10 @@ local function prune(holders, now)
   end
   return held
 end
-local function acquire(holders, intent, fenceKey, member, n, permits, lease, intend)
+local function acquire(holders, intent, fenceKey, member, permits, lease, intend)
   local now = clock()
   local held = prune(holders, now)
-  n = tonumber(n)
+  local n = tonumber(string.match(member, '^%d+'))
   local waiting = redis.call('GET', intent)
   local reserve = 0
   if waiting and waiting ~= member then reserve = tonumber(string.match(waiting, '^%d+')) end
@@ -753,10 +753,10 @@ local function acquire(holders, intent, fenceKey, member, n, permits, lease, int
   if waiting == member then redis.call('DEL', intent) end
   return fence(fenceKey, now, lease)
 end
-local function free(holders, member, n)
+local function free(holders, member)
   local score = redis.call('ZSCORE', holders, member)
   if not score or tonumber(score) <= clock() then return 0 end
-  if tonumber(redis.call('ZINCRBY', holders, n, '#')) == 0 then
+  if tonumber(redis.call('ZINCRBY', holders, string.match(member, '^%d+'), '#')) == 0 then
     redis.call('DEL', holders)
   else
     redis.call('ZREM', holders, member)
@@ -774,7 +774,7 @@ local function renew(holders, member, lease)
 end
 return renew(KEYS[1], ARGV[1], ARGV[2])
 
--- Semaphore.extendMany: KEYS 1 per call (a batch of calls laid end to end); sha1 7ee26736a8d8f486e0741dcd593642611b7c6af6
+-- Semaphore.extendMany: KEYS 1 per call (a batch of calls laid end to end); sha1 74ba74b626e588098b48dff5561ad7f952592ab3
 local function fence(key, now, lease)
   local next = now
   local last = redis.call('GET', key)
@@ -801,10 +801,10 @@ local function prune(holders, now)
   end
   return held
 end
-local function acquire(holders, intent, fenceKey, member, n, permits, lease, intend)
+local function acquire(holders, intent, fenceKey, member, permits, lease, intend)
   local now = clock()
   local held = prune(holders, now)
-  n = tonumber(n)
+  local n = tonumber(string.match(member, '^%d+'))
   local waiting = redis.call('GET', intent)
   local reserve = 0
   if waiting and waiting ~= member then reserve = tonumber(string.match(waiting, '^%d+')) end
@@ -818,10 +818,10 @@ local function acquire(holders, intent, fenceKey, member, n, permits, lease, int
   if waiting == member then redis.call('DEL', intent) end
   return fence(fenceKey, now, lease)
 end
-local function free(holders, member, n)
+local function free(holders, member)
   local score = redis.call('ZSCORE', holders, member)
   if not score or tonumber(score) <= clock() then return 0 end
-  if tonumber(redis.call('ZINCRBY', holders, n, '#')) == 0 then
+  if tonumber(redis.call('ZINCRBY', holders, string.match(member, '^%d+'), '#')) == 0 then
     redis.call('DEL', holders)
   else
     redis.call('ZREM', holders, member)
@@ -850,7 +850,7 @@ for i = 1, #KEYS / 1 do
 end
 return replies
 
--- Semaphore.release: KEYS 1; sha1 e7f05f3d6efedf082aebc4c3c1b5f7076f6772cf
+-- Semaphore.release: KEYS 1; sha1 c6288c39f64c7724b711e000008fe62694b6d79d
 local function fence(key, now, lease)
   local next = now
   local last = redis.call('GET', key)
@@ -877,10 +877,10 @@ local function prune(holders, now)
   end
   return held
 end
-local function acquire(holders, intent, fenceKey, member, n, permits, lease, intend)
+local function acquire(holders, intent, fenceKey, member, permits, lease, intend)
   local now = clock()
   local held = prune(holders, now)
-  n = tonumber(n)
+  local n = tonumber(string.match(member, '^%d+'))
   local waiting = redis.call('GET', intent)
   local reserve = 0
   if waiting and waiting ~= member then reserve = tonumber(string.match(waiting, '^%d+')) end
@@ -894,10 +894,10 @@ local function acquire(holders, intent, fenceKey, member, n, permits, lease, int
   if waiting == member then redis.call('DEL', intent) end
   return fence(fenceKey, now, lease)
 end
-local function free(holders, member, n)
+local function free(holders, member)
   local score = redis.call('ZSCORE', holders, member)
   if not score or tonumber(score) <= clock() then return 0 end
-  if tonumber(redis.call('ZINCRBY', holders, n, '#')) == 0 then
+  if tonumber(redis.call('ZINCRBY', holders, string.match(member, '^%d+'), '#')) == 0 then
     redis.call('DEL', holders)
   else
     redis.call('ZREM', holders, member)
@@ -913,9 +913,9 @@ local function renew(holders, member, lease)
   redis.call('PEXPIRE', holders, lease, 'GT')
   return 1
 end
-return free(KEYS[1], ARGV[1], ARGV[2])
+return free(KEYS[1], ARGV[1])
 
--- Semaphore.releaseMany: KEYS 1 per call (a batch of calls laid end to end); sha1 97ba64e518a408c8100df05a31e709c0a5a699b3
+-- Semaphore.releaseMany: KEYS 1 per call (a batch of calls laid end to end); sha1 5ed37f6e7c6998d04df00f6e9ff01b26b2bdd9d5
 local function fence(key, now, lease)
   local next = now
   local last = redis.call('GET', key)
@@ -942,10 +942,10 @@ local function prune(holders, now)
   end
   return held
 end
-local function acquire(holders, intent, fenceKey, member, n, permits, lease, intend)
+local function acquire(holders, intent, fenceKey, member, permits, lease, intend)
   local now = clock()
   local held = prune(holders, now)
-  n = tonumber(n)
+  local n = tonumber(string.match(member, '^%d+'))
   local waiting = redis.call('GET', intent)
   local reserve = 0
   if waiting and waiting ~= member then reserve = tonumber(string.match(waiting, '^%d+')) end
@@ -959,10 +959,10 @@ local function acquire(holders, intent, fenceKey, member, n, permits, lease, int
   if waiting == member then redis.call('DEL', intent) end
   return fence(fenceKey, now, lease)
 end
-local function free(holders, member, n)
+local function free(holders, member)
   local score = redis.call('ZSCORE', holders, member)
   if not score or tonumber(score) <= clock() then return 0 end
-  if tonumber(redis.call('ZINCRBY', holders, n, '#')) == 0 then
+  if tonumber(redis.call('ZINCRBY', holders, string.match(member, '^%d+'), '#')) == 0 then
     redis.call('DEL', holders)
   else
     redis.call('ZREM', holders, member)
@@ -980,7 +980,7 @@ local function renew(holders, member, lease)
 end
 local replies = {}
 for i = 1, #KEYS / 1 do
-  local ok, reply = pcall(free, KEYS[1 * (i - 1) + 1], ARGV[2 * (i - 1) + 1], ARGV[2 * (i - 1) + 2])
+  local ok, reply = pcall(free, KEYS[1 * (i - 1) + 1], ARGV[1 * (i - 1) + 1])
   if ok then
     replies[i] = reply
   elseif type(reply) == 'table' and reply.err then

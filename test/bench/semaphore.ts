@@ -70,9 +70,9 @@ const peerRoundTrip = (client: IORedis) => async (name: string): Promise<void> =
 const rawRoundTrip = (client: IORedis) => async (name: string): Promise<void> => {
   const key = (suffix: string) => `@@wakuwaku:Semaphore:{${RAW_NAMESPACE}:${name}}:${suffix}`
   const member = `1:${randomBytes(16).toString("base64url")}`
-  const fence = await client.evalsha(ACQUIRE.sha1, 3, key("holders"), key("intent"), key("fence"), member, "1", ...ARGS)
+  const fence = await client.evalsha(ACQUIRE.sha1, 3, key("holders"), key("intent"), key("fence"), member, ...ARGS)
   if (typeof fence !== "string") throw new Error(`raw: ${name} was not granted`)
-  if ((await client.evalsha(RELEASE.sha1, 1, key("holders"), member, "1")) !== 1) {
+  if ((await client.evalsha(RELEASE.sha1, 1, key("holders"), member)) !== 1) {
     throw new Error(`raw: ${name} was not released`)
   }
 }
