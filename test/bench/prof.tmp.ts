@@ -25,7 +25,7 @@ Effect.runPromise(Effect.scoped(Effect.gen(function*() {
   const sem = effectContender("sem", plan, env, semRt)
   const lock = effectContender("lock", lockPlan, env, lockRt)
   const sem1 = effectContender("sem, 64 names", lockPlan, env, semRt)
-  const list = mode === "sem" ? [sem] : [lock, sem, sem1]
+  const list = mode === "sem" ? [sem] : mode === "lock" ? [lock] : [lock, sem, sem1]
   for (let r = 0; r < 12; r++) {
     for (const c of list) {
       yield* Effect.promise(() => client.flushall())
