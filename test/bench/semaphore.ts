@@ -15,6 +15,10 @@
  * - raw (for reference, not a target): the same plain ioredis client sending `EVALSHA` of the library's
  *   own acquire and release scripts with the same KEYS and ARGV and a token made the same way (16
  *   random bytes, base64url): what the scripts cost without the library.
+ * - floor (for reference, not a target): the same two scripts through the library's `Redis` service
+ *   (`redis.script`, so batched as the library batches them) in bare Effect, with the same keys, ARGV
+ *   and token source: no capability check, no name encoding, no reply decoding, no permit. What any
+ *   Effect implementation of these scripts on this service costs.
  *
  * Throughput rounds: 64 loops on 16 names (`export-0` … `export-15`, 4 loops each, so that every
  * acquire finds 0 to 3 other holders and is granted), each acquiring and releasing over and over until
@@ -26,6 +30,7 @@ import type { Redis as IORedis } from "ioredis"
 import { randomBytes } from "node:crypto"
 import { Semaphore as RedisSemaphore } from "redis-semaphore"
 import { Redis, Semaphore } from "wakuwaku"
+import * as lease from "wakuwaku/internal/lease"
 import { ACQUIRE, RELEASE } from "wakuwaku/internal/semaphore"
 import { RedisServer } from "wakuwaku/testing"
 import { plainClient } from "./measure.js"
@@ -46,6 +51,7 @@ const plan: Plan = {
 const EXPORTS = Semaphore.make<string>("bench", PERMITS, LEASE_MS)
 const PEER_PREFIX = "bench-rs:"
 const RAW_NAMESPACE = "bench-raw"
+const FLOOR_NAMESPACE = "bench-floor"
 const PEER_OPTIONS = { lockTimeout: LEASE_MS, acquireAttemptsLimit: 1, refreshInterval: 0 } as const
 const ARGS = [String(PERMITS), String(LEASE_MS), "0"] as const
 
@@ -77,6 +83,24 @@ const rawRoundTrip = (client: IORedis) => async (name: string): Promise<void> =>
   }
 }
 
+/** One floor round trip: the same scripts through the service, in bare Effect. */
+const floorRoundTrip = (name: string) =>
+  Effect.flatMap(Redis.Redis, (redis) => {
+    const key = (suffix: string) => `@@wakuwaku:Semaphore:{${FLOOR_NAMESPACE}:${name}}:${suffix}`
+    const holders = key("holders")
+    const member = `1:${lease.secret()}`
+    return Effect.flatMap(
+      redis.script(ACQUIRE, [holders, key("intent"), key("fence")], [member, ...ARGS]),
+      (fence) =>
+        typeof fence !== "string"
+          ? Effect.dieMessage(`floor: ${name} was not granted`)
+          : Effect.flatMap(
+            redis.script(RELEASE, [holders], [member]),
+            (released) => released === 1 ? Effect.void : Effect.dieMessage(`floor: ${name} was not released`)
+          )
+    )
+  })
+
 // One server, one wakuwaku context, one plain ioredis client (redis-semaphore's and raw's): all set up
 // before anything is timed, all closed with the scope.
 const program = Effect.scoped(
@@ -100,7 +124,8 @@ const program = Effect.scoped(
         contenders: [
           effectContender("wakuwaku `tryAcquire` + `release`", plan, env, wakuRoundTrip),
           promiseContender("redis-semaphore `Semaphore` `tryAcquire` + `release`", plan, peerRoundTrip(client)),
-          promiseContender("raw ioredis `evalsha` of wakuwaku's scripts (reference)", plan, rawRoundTrip(client))
+          promiseContender("raw ioredis `evalsha` of wakuwaku's scripts (reference)", plan, rawRoundTrip(client)),
+          effectContender("floor: the same scripts through the `Redis` service, bare Effect", plan, env, floorRoundTrip)
         ],
         // Nothing is left held: the last release of a name deletes its holders (and redis-semaphore's
         // set empties).
