@@ -29,9 +29,9 @@ export const entity: Semaphore.Entity = Capability.entity(KIND)
 /**
  * @internal The Semaphore functions, which every Semaphore script defines. The holders are a sorted
  * set: one member `<n>:<token>` per holder, scored by the end of its lease in server µs, and the member
- * `#`, scored minus the permits held in all (negative, so no range of lease ends from 0 includes it);
- * the set is deleted when nothing is held. Leases are in ms; `member` is `<n>:<token>`, and `n` is read
- * from it.
+ * `#`, scored minus the permits held in all (negative: it sorts first, and the range of lease ends from
+ * 0 that prune drops never includes it); the set is deleted when nothing is held. Leases are in ms;
+ * `member` is `<n>:<token>`, and `n` is read from it.
  * - `clock()` is the server's time in µs;
  * - `prune(holders, now)` drops the holders whose lease ended by `now`, takes their permits off the
  *   count, and returns the permits still held; one ZRANGEBYSCORE up to `now` reads both, `#` (the
