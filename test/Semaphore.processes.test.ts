@@ -78,7 +78,8 @@ describe(`Semaphore across ${PROCESSES} OS processes`, () => {
       // most 200 ms), and 100 ms for the round trips on a loaded machine.
       const bound = 20 + 200 + 100
       const ns = freshNamespace()
-      const ttl = 300
+      // A lease well past the bound, so that only a stall of most of a second could end a holder unseen.
+      const ttl = 1000
       const rounds = 5
       const { counter, stop } = keysOf(ns)
       const { results } = await runProcesses(
