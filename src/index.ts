@@ -33,3 +33,6 @@ export * as TokenBucket from "./TokenBucket.js"
 
 /** @since 0.1.0 */
 export * as RwLock from "./RwLock.js"
+
+/** @since 0.1.0 */
+export * as Semaphore from "./Semaphore.js"

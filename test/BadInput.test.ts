@@ -2,16 +2,17 @@
  * One bad-input suite for every structure. fast-check generates bad names (lone surrogates, over 4096
  * bytes, numbers that are no safe integer, huge bigints and byte arrays, values of no name type), bad
  * costs (negative, fractional, non-finite, huge, of no number type), bad waits (negative, past 10^11
- * ms, no duration), bad messages (non-finite, of the wrong shape, that JSON would change) and bad
- * delivery modes, for every operation of TokenBucket (throttle included),
- * FixedWindow, Lock, RwLock and Pipe. Each runs on the throwaway server and on the embedded backend:
+ * ms, no duration), bad permit counts (the same, 0, and more than a name has), bad messages (non-finite,
+ * of the wrong shape, that JSON would change) and bad delivery modes, for every operation of TokenBucket
+ * (throttle included), FixedWindow, Lock, RwLock, Semaphore and Pipe. Each runs on the throwaway server and
+ * on the embedded backend:
  *
  * - it must fail with `InvalidInput` naming the argument, never a defect and never a `RedisError`;
  * - it must leave no key behind: SCAN over the run's namespaces on Redis, the store's key count on the
  *   embedded backend (a store only this file uses, so it must hold nothing at all);
  * - both backends must fail the same way (operation, argument and message).
  *
- * Bad durations, namespaces, capacities and limits are refused when a structure or an option is made,
+ * Bad durations, namespaces, capacities, limits and permits are refused when a structure or an option is made,
  * with a `RangeError` (a `TypeError` for a namespace), before anything could reach either backend.
  *
  * Seeded: WAKUWAKU_SEED, else a random seed; a failure prints it (fast-check's "seed" and "path").
@@ -21,7 +22,7 @@ import { Duration, Effect, Exit, Layer, type ManagedRuntime, Schema, Stream } fr
 import * as Runtime from "effect/ManagedRuntime"
 import fc from "fast-check"
 import { afterAll, describe, expect, it } from "vitest"
-import { FixedWindow, Lock, Pipe, Rate, Redis, RwLock, TokenBucket } from "wakuwaku"
+import { FixedWindow, Lock, Pipe, Rate, Redis, RwLock, Semaphore, TokenBucket } from "wakuwaku"
 import { freshNamespace, RedisLive } from "./support/redis.js"
 
 const SEED = Number(process.env["WAKUWAKU_SEED"] ?? Math.floor(Math.random() * 2 ** 31))
@@ -34,6 +35,7 @@ const BUCKET = TokenBucket.make<Redis.KeyName>(ns("tb"), 10, Rate.perSecond(1))
 const WINDOW = FixedWindow.make<Redis.KeyName>(ns("fw"), 10, "1 second")
 const LOCK = Lock.make<Redis.KeyName>(ns("lock"), "1 second")
 const RW = RwLock.make<Redis.KeyName>(ns("rw"), "1 second")
+const SEM = Semaphore.make<Redis.KeyName>(ns("sem"), 3, "1 second")
 const Msg = Schema.Struct({ n: Schema.Number })
 const PIPE = Pipe.make<Redis.KeyName, typeof Msg.Type>(ns("pipe"), Msg, "1 second")
 
@@ -91,6 +93,13 @@ const badCost: fc.Arbitrary<unknown> = fc.oneof(
   fc.integer({ min: Number.MIN_SAFE_INTEGER, max: -1 }),
   fc.double().filter((d) => !(Number.isSafeInteger(d) && d >= 0)),
   fc.constantFrom(NaN, Infinity, -Infinity, 2 ** 53, 1e300, 0.5, "1", 1n, null, undefined, {}, [1])
+)
+
+/** Permit counts: bad costs (but undefined, which is tryAcquire's default of 1), 0, and more than the 3 of a name. */
+const badCount: fc.Arbitrary<unknown> = fc.oneof(
+  badCost.filter((n) => n !== undefined),
+  fc.constant(0),
+  fc.integer({ min: 4, max: Number.MAX_SAFE_INTEGER })
 )
 
 const badMessage: fc.Arbitrary<unknown> = fc.oneof(
@@ -235,6 +244,24 @@ const rwOps = fc.oneof(
   )
 )
 
+const semaphoreOps = fc.oneof(
+  badName.map((name) => op("Semaphore.tryAcquire(name)", "name", name, () => SEM.tryAcquire(as(name)))),
+  badCount.map((n) => op("Semaphore.tryAcquire(n)", "n", n, () => SEM.tryAcquire("n", as(n)))),
+  badName.map((name) =>
+    op(
+      "Semaphore.withPermits(name)",
+      "name",
+      name,
+      () => Semaphore.withPermits(SEM, as(name), 1, { acquire: Lock.tryOnce })(Effect.void)
+    )
+  ),
+  badCount.map((n) =>
+    op("Semaphore.withPermits(n)", "n", n, () => Semaphore.withPermits(SEM, "n", as(n))(Effect.void))
+  ),
+  badName.map((name) => op("Semaphore.scoped", "name", name, () => Effect.scoped(Semaphore.scoped(SEM, as(name), 2)))),
+  badCount.map((n) => op("Semaphore.scoped(n)", "n", n, () => Effect.scoped(Semaphore.scoped(SEM, "n", as(n)))))
+)
+
 const pipeOps = fc.oneof(
   badName.map((name) => op("Pipe.send(name)", "name", name, () => PIPE.send(as(name), { n: 1 }))),
   badMessage.map((message) => op("Pipe.send(message)", "message", message, () => PIPE.send("n", as(message)))),
@@ -294,6 +321,11 @@ describe(`bad input on Redis and on the embedded backend (seed ${SEED}, ${RUNS} 
     60_000
   )
   it(
+    "Semaphore: every operation fails with InvalidInput, writes nothing, and both backends agree",
+    () => property(semaphoreOps),
+    60_000
+  )
+  it(
     "Pipe: every operation fails with InvalidInput, writes nothing, and both backends agree",
     () => property(pipeOps),
     60_000
@@ -340,6 +372,7 @@ describe(`bad input when a structure or an option is made (seed ${SEED}, ${RUNS}
         const bad = as<Duration.DurationInput>(d)
         await throwsOnly(() => Lock.make("x", bad), RangeError)
         await throwsOnly(() => RwLock.make("x", bad), RangeError)
+        await throwsOnly(() => Semaphore.make("x", 1, bad), RangeError)
         await throwsOnly(() => Pipe.make("x", Msg, bad), RangeError)
         await throwsOnly(() => FixedWindow.make("x", 1, bad), RangeError)
         await throwsOnly(() => Rate.make(1, as<"1 second">(bad)), RangeError)
@@ -347,6 +380,8 @@ describe(`bad input when a structure or an option is made (seed ${SEED}, ${RUNS}
         await throwsOnly(() => Lock.withLock(LOCK, "n", { renewEvery: bad })(Effect.void), RangeError)
         await throwsOnly(() => RwLock.withRead(RW, "n", { renewEvery: bad })(Effect.void), RangeError)
         await throwsOnly(() => RwLock.withWrite(RW, "n", { renewEvery: bad })(Effect.void), RangeError)
+        await throwsOnly(() => Semaphore.withPermits(SEM, "n", 1, { renewEvery: bad })(Effect.void), RangeError)
+        await throwsOnly(() => Semaphore.scoped(SEM, "n", 1, { renewEvery: bad }), RangeError)
         await throwsOnly(() => Pipe.heartbeat(PIPE, "n", bad), RangeError)
       }),
       options
@@ -358,13 +393,14 @@ describe(`bad input when a structure or an option is made (seed ${SEED}, ${RUNS}
         const bad = as<Duration.DurationInput>(d)
         await throwsOnly(() => Lock.make("x", bad), RangeError)
         await throwsOnly(() => RwLock.make("x", bad), RangeError)
+        await throwsOnly(() => Semaphore.make("x", 1, bad), RangeError)
         await throwsOnly(() => Pipe.make("x", Msg, bad), RangeError)
         await throwsOnly(() => FixedWindow.make("x", 1, bad), RangeError)
       }),
       options
     ), 60_000)
 
-  it("a bad namespace is a TypeError; a bad capacity or limit a RangeError", () =>
+  it("a bad namespace is a TypeError; a bad capacity, limit or count of permits a RangeError", () =>
     fc.assert(
       fc.asyncProperty(badNamespace, badCost, async (namespace, count) => {
         const bad = as<string>(namespace)
@@ -372,9 +408,11 @@ describe(`bad input when a structure or an option is made (seed ${SEED}, ${RUNS}
         await throwsOnly(() => FixedWindow.make(bad, 1, "1 second"), TypeError)
         await throwsOnly(() => Lock.make(bad, "1 second"), TypeError)
         await throwsOnly(() => RwLock.make(bad, "1 second"), TypeError)
+        await throwsOnly(() => Semaphore.make(bad, 1, "1 second"), TypeError)
         await throwsOnly(() => Pipe.make(bad, Msg, "1 second"), TypeError)
         await throwsOnly(() => TokenBucket.make("x", as<number>(count), Rate.perSecond(1)), RangeError)
         await throwsOnly(() => FixedWindow.make("x", as<number>(count), "1 second"), RangeError)
+        await throwsOnly(() => Semaphore.make("x", as<number>(count), "1 second"), RangeError)
       }),
       options
     ), 60_000)

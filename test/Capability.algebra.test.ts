@@ -16,7 +16,7 @@ import { Cause, Effect, Exit, Layer, Option, Schema } from "effect"
 import fc from "fast-check"
 import { Redis as IORedis } from "ioredis"
 import { afterAll, describe, expect, it } from "vitest"
-import { Capability, FixedWindow, Lock, Pipe, Rate, Redis, RwLock, TokenBucket } from "wakuwaku"
+import { Capability, FixedWindow, Lock, Pipe, Rate, Redis, RwLock, Semaphore, TokenBucket } from "wakuwaku"
 import * as access from "../src/internal/redis.js"
 import { freshNamespace, redisUrl } from "./support/redis.js"
 
@@ -28,6 +28,7 @@ const ENTITIES = {
   FixedWindow: FixedWindow.entity,
   Lock: Lock.entity,
   RwLock: RwLock.entity,
+  Semaphore: Semaphore.entity,
   Pipe: Pipe.entity,
   Other
 } as const
@@ -132,6 +133,7 @@ const BUCKET = TokenBucket.make<string>(namespace, 5, Rate.perSecond(1))
 const WINDOW = FixedWindow.make<string>(namespace, 5, "1 second")
 const LOCK = Lock.make<string>(namespace, "1 second")
 const RW = RwLock.make<string>(namespace, "1 second")
+const SEM = Semaphore.make<string>(namespace, 2, "1 second")
 const PIPE = Pipe.make<string, string>(namespace, Schema.String, "1 second")
 
 type Probe = Effect.Effect<unknown, unknown, Redis.Redis>
@@ -156,6 +158,14 @@ const probes: ReadonlyArray<{ readonly verb: "read" | "write"; readonly kind: Ki
     kind: "RwLock",
     run: () =>
       erase(Effect.flatMap(RW.tryRead(fresh()), Option.match({ onNone: () => Effect.void, onSome: (t) => t.release })))
+  },
+  {
+    verb: "write",
+    kind: "Semaphore",
+    run: () =>
+      erase(
+        Effect.flatMap(SEM.tryAcquire(fresh()), Option.match({ onNone: () => Effect.void, onSome: SEM.release }))
+      )
   },
   { verb: "write", kind: "Pipe", run: () => erase(PIPE.send(fresh(), "m")) },
   { verb: "read", kind: "Other", run: () => erase(access.read(Other, () => Effect.void)) },

@@ -1,13 +1,14 @@
 /**
- * The bound on every duration a structure keeps in Redis (src/internal/duration.ts): a lock's or a
- * reader's lease, a pipe's TTL, a window. Past 10^11 ms (10^14 µs) `make` throws a `RangeError` naming
- * the bound; at the bound, every script and twin handles it exactly, on every backend: the reader's
- * score, the TTLs and the fences are what they should be, and the backends agree. A reservation's
- * maxWait has the same bound (past it: InvalidInput, test/TokenBucket.reserve.test.ts).
+ * The bound on every duration a structure keeps in Redis (src/internal/duration.ts): a lock's, a
+ * reader's or a semaphore holder's lease, a pipe's TTL, a window. Past 10^11 ms (10^14 µs) `make`
+ * throws a `RangeError` naming the bound; at the bound, every script and twin handles it exactly, on
+ * every backend: the reader's and the holder's score, the TTLs and the fences are what they should
+ * be, and the backends agree. A reservation's maxWait has the same bound (past it: InvalidInput,
+ * test/TokenBucket.reserve.test.ts).
  */
 import { Duration, Effect, Option, Schema, Stream } from "effect"
 import { describe, expect, it } from "vitest"
-import { FixedWindow, Lock, Pipe, Rate, type Redis, RwLock, TokenBucket } from "wakuwaku"
+import { FixedWindow, Lock, Pipe, Rate, type Redis, RwLock, Semaphore, TokenBucket } from "wakuwaku"
 import { command, forEachBackend, pttl } from "./support/backends.js"
 import { freshNamespace } from "./support/redis.js"
 
@@ -31,12 +32,14 @@ describe("durations past the bound", () => {
     "200 weeks"
   ]
 
-  it("Lock, RwLock and Pipe refuse a ttl past 10^11 ms at make, with a RangeError naming the bound", () => {
+  it("Lock, RwLock, Semaphore and Pipe refuse a ttl past 10^11 ms at make, with a RangeError naming the bound", () => {
     for (const ttl of past) {
       expect(() => Lock.make("bound", ttl)).toThrow(RangeError)
       expect(() => Lock.make("bound", ttl)).toThrow(`wakuwaku: Lock(bound) ttl ${BOUND}, got `)
       expect(() => RwLock.make("bound", ttl)).toThrow(RangeError)
       expect(() => RwLock.make("bound", ttl)).toThrow(`wakuwaku: RwLock(bound) ttl ${BOUND}, got `)
+      expect(() => Semaphore.make("bound", 2, ttl)).toThrow(RangeError)
+      expect(() => Semaphore.make("bound", 2, ttl)).toThrow(`wakuwaku: Semaphore(bound) ttl ${BOUND}, got `)
       expect(() => Pipe.make("bound", Schema.String, ttl)).toThrow(RangeError)
       expect(() => Pipe.make("bound", Schema.String, ttl)).toThrow(`wakuwaku: Pipe(bound) ttl ${BOUND}, got `)
     }
@@ -88,6 +91,28 @@ forEachBackend("durations at the bound", (it) => {
       expect(yield* Option.getOrThrow(read).release).toBe(true)
       expect(Option.isSome(yield* DOCS.tryWrite("doc"))).toBe(true)
       yield* command("DEL", `@@wakuwaku:RwLock:{${ns}:doc}:writer`, `@@wakuwaku:RwLock:{${ns}:doc}:fence`)
+    }))
+
+  it.scoped("Semaphore: a holder with a lease of 10^11 ms is scored exactly, its keys live that long, and it counts", () =>
+    Effect.gen(function*() {
+      const ns = freshNamespace("bound")
+      const EXPORTS = Semaphore.make<string>(ns, 2, MAX_MS)
+      const holders = `@@wakuwaku:Semaphore:{${ns}:t}:holders`
+      const before = yield* serverMicros
+      const permit = Option.getOrThrow(yield* EXPORTS.tryAcquire("t", 2))
+      const after = yield* serverMicros
+      const [, , , score] = (yield* command("ZRANGE", holders, 0, -1, "WITHSCORES")) as [string, string, string, string]
+      expect(Number(score) - MAX_MS * 1000).toBeGreaterThanOrEqual(before)
+      expect(Number(score) - MAX_MS * 1000).toBeLessThanOrEqual(after)
+      for (const suffix of ["holders", "fence"]) {
+        const ttl = yield* pttl(`@@wakuwaku:Semaphore:{${ns}:t}:${suffix}`)
+        expect(ttl).toBeGreaterThan(MAX_MS - 5_000)
+        expect(ttl).toBeLessThanOrEqual(MAX_MS)
+      }
+      expect(yield* EXPORTS.tryAcquire("t")).toEqual(Option.none())
+      expect(yield* EXPORTS.extend(permit)).toBe(true)
+      expect(yield* EXPORTS.release(permit)).toBe(true)
+      yield* command("DEL", `@@wakuwaku:Semaphore:{${ns}:t}:fence`)
     }))
 
   it.scoped("Lock: the owner and the fence live 10^11 ms", () =>

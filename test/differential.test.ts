@@ -21,11 +21,26 @@
  *
  * Runs per property: 200, or WAKUWAKU_DIFF_RUNS.
  */
-import { Clock, Context, Duration, Effect, Either, Exit, Layer, Option, Schedule, Schema, Scope, Stream } from "effect"
+import {
+  Clock,
+  Context,
+  Deferred,
+  Duration,
+  Effect,
+  Either,
+  Exit,
+  Fiber,
+  Layer,
+  Option,
+  Schedule,
+  Schema,
+  Scope,
+  Stream
+} from "effect"
 import fc from "fast-check"
 import { randomBytes } from "node:crypto"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { FixedWindow, Lock, Pipe, Rate, Redis, RwLock, TokenBucket } from "wakuwaku"
+import { FixedWindow, Lock, Pipe, Rate, Redis, RwLock, Semaphore, TokenBucket } from "wakuwaku"
 import { RedisLive } from "./support/redis.js"
 
 const NUM_RUNS = Number(process.env["WAKUWAKU_DIFF_RUNS"] ?? 200)
@@ -563,6 +578,146 @@ const runRwLock = (ops: ReadonlyArray<RwOp>): Run => (_, namespace) =>
     return entries
   })
 
+// Semaphore
+
+const PERMITS = 3
+
+type SemaphoreOp =
+  | { readonly op: "tryAcquire"; readonly name: string; readonly n: number }
+  | { readonly op: "release"; readonly token: number }
+  | { readonly op: "extend"; readonly token: number }
+  /** Semaphore.scoped with tryOnce, released when the op ends. */
+  | { readonly op: "scoped"; readonly name: string; readonly n: number }
+  /**
+   * Semaphore.scoped with one waiting attempt (Lock.wait, Schedule.recurs(0)): refused for n > 1, it
+   * leaves an intent and withdraws it; granted, it holds and releases. Either way nothing is left over.
+   */
+  | { readonly op: "waitOnce"; readonly name: string; readonly n: number }
+  /**
+   * A withPermits waiter left waiting in a fiber (its next attempt an hour away) until the run ends:
+   * refused for n > 1, its intent stands and holds the ops after it back; granted, it holds its permits.
+   */
+  | { readonly op: "waiter"; readonly name: string; readonly n: number }
+  /** tryAcquires made at once: on Redis, all but the first go as one call of the batch script. */
+  | { readonly op: "burst"; readonly calls: ReadonlyArray<{ readonly name: string; readonly n: number }> }
+  /** Releases (or extends) of several permits at once, batched as `burst`. */
+  | { readonly op: "tokenBurst"; readonly what: "release" | "extend"; readonly tokens: ReadonlyArray<number> }
+
+/** 1 to the permits, and now and then one more, which is InvalidInput on both. */
+const permitCount = fc.oneof(
+  { arbitrary: fc.integer({ min: 1, max: PERMITS }), weight: 9 },
+  { arbitrary: fc.constant(PERMITS + 1), weight: 1 }
+)
+
+const semaphoreOp: fc.Arbitrary<SemaphoreOp> = fc.oneof(
+  { arbitrary: record({ op: fc.constant("tryAcquire" as const), name, n: permitCount }), weight: 5 },
+  { arbitrary: record({ op: fc.constant("release" as const), token: tokenIndex }), weight: 3 },
+  { arbitrary: record({ op: fc.constant("extend" as const), token: tokenIndex }), weight: 2 },
+  { arbitrary: record({ op: fc.constant("scoped" as const), name, n: permitCount }), weight: 1 },
+  { arbitrary: record({ op: fc.constant("waitOnce" as const), name, n: permitCount }), weight: 1 },
+  { arbitrary: record({ op: fc.constant("waiter" as const), name, n: permitCount }), weight: 1 },
+  {
+    arbitrary: record({
+      op: fc.constant("burst" as const),
+      calls: fc.array(record({ name, n: permitCount }), { minLength: 2, maxLength: 5 })
+    }),
+    weight: 1
+  },
+  {
+    arbitrary: record({
+      op: fc.constant("tokenBurst" as const),
+      what: fc.constantFrom<"release" | "extend">("release", "extend"),
+      tokens: fc.array(tokenIndex, { minLength: 2, maxLength: 5 })
+    }),
+    weight: 1
+  }
+)
+
+const runSemaphore = (ops: ReadonlyArray<SemaphoreOp>): Run => (_, namespace) =>
+  Effect.gen(function*() {
+    const sem = Semaphore.make<string>(namespace, PERMITS, LEASE)
+    const increased = fences()
+    const tokens: Array<Held> = []
+    const record = recorder(tokens, increased)
+    const grant = (name: string, permit: Option.Option<Semaphore.Permit>) =>
+      record(
+        "write",
+        name,
+        Option.map(permit, (p) => ({ release: sem.release(p), extend: sem.extend(p), fence: p.fence }))
+      )
+    const tryAcquire = (name: string, n: number) =>
+      Effect.match(sem.tryAcquire(name, n), {
+        onFailure: (e) => ({ failed: e._tag }),
+        onSuccess: (p) => grant(name, p)
+      })
+    const held = (name: string, n: number, acquire: Lock.Acquire) =>
+      Effect.scoped(
+        Effect.either(Effect.map(Semaphore.scoped(sem, name, n, { acquire }), ({ permit }) => permit.fence))
+      )
+        .pipe(Effect.map(Either.match({
+          onLeft: (error) => ({ failed: error._tag }),
+          onRight: (fence) => ({ heldAndReleased: true, fenceIncreased: increased(name, fence) })
+        })))
+    const waiters: Array<Fiber.RuntimeFiber<unknown, unknown>> = []
+    const entries: Array<Entry> = []
+    for (const op of ops) {
+      switch (op.op) {
+        case "tryAcquire":
+          entries.push(entry(op, yield* tryAcquire(op.name, op.n)))
+          break
+        case "release":
+        case "extend":
+          entries.push(entry(op, yield* useToken(tokens, op.token, op.op)))
+          break
+        case "scoped":
+          entries.push(entry(op, yield* held(op.name, op.n, Lock.tryOnce)))
+          break
+        case "waitOnce":
+          entries.push(entry(op, yield* held(op.name, op.n, Lock.wait({ schedule: Schedule.recurs(0) }))))
+          break
+        case "waiter": {
+          // Done once its first attempt is: granted (its body runs) or refused (its schedule sees it).
+          const attempted = yield* Deferred.make<"granted" | "waiting">()
+          const schedule = Schedule.spaced("1 hour").pipe(
+            Schedule.tapInput(() => Deferred.succeed(attempted, "waiting"))
+          )
+          waiters.push(
+            yield* Effect.fork(
+              Semaphore.withPermits(sem, op.name, op.n, { acquire: Lock.wait({ schedule, deadline: "2 hours" }) })(
+                Effect.zipRight(Deferred.succeed(attempted, "granted"), Effect.never)
+              ).pipe(Effect.catchAll((e) => Deferred.succeed(attempted, "waiting").pipe(Effect.as(e._tag))))
+            )
+          )
+          entries.push(entry(op, yield* Deferred.await(attempted)))
+          break
+        }
+        case "burst": {
+          const all = yield* Effect.all(op.calls.map((call) => tryAcquire(call.name, call.n)), {
+            concurrency: "unbounded"
+          })
+          entries.push(entry(op, all))
+          break
+        }
+        case "tokenBurst":
+          entries.push(entry(
+            op,
+            yield* Effect.all(op.tokens.map((i) => useToken(tokens, i, op.what)), { concurrency: "unbounded" })
+          ))
+          break
+      }
+    }
+    // The waiters give up: their intents are withdrawn and their permits released. Then how many permits
+    // each name has free: take one at a time until refused.
+    for (const waiter of waiters) yield* Fiber.interrupt(waiter)
+    for (const n of NAMES) {
+      let free = 0
+      while (Option.isSome(yield* sem.tryAcquire(n))) free++
+      entries.push(entry({ final: "free permits", name: n }, free))
+    }
+    entries.push(yield* snapshot(namespace, false))
+    return entries
+  })
+
 // Pipe
 
 type Delivery = "at-most-once" | "at-least-once"
@@ -700,6 +855,14 @@ describe("differential: memory backend against Redis", () => {
   it("RwLock: tryRead, tryWrite, a waiting write, a scoped read, release and extend of any token", async () => {
     await property(rwOp, (ops) => differential(runRwLock(ops)))
   }, TIMEOUT)
+
+  it(
+    "Semaphore: tryAcquire of 1 to 4 of 3 (alone or in bursts), scoped, waiting once, waiters left waiting, release and extend of any permit",
+    async () => {
+      await property(semaphoreOp, (ops) => differential(runSemaphore(ops)))
+    },
+    TIMEOUT
+  )
 
   it("Pipe: send, close, receive (both deliveries), then close and drain every name", async () => {
     await property(pipeOp, (ops) => differential(runPipe(ops)))

@@ -38,6 +38,13 @@ describe("scripts", () => {
       "RwLock.write",
       "RwLock.writeExtend",
       "RwLock.writeRelease",
+      "Semaphore.acquire",
+      "Semaphore.acquireMany",
+      "Semaphore.extend",
+      "Semaphore.extendMany",
+      "Semaphore.release",
+      "Semaphore.releaseMany",
+      "Semaphore.withdraw",
       "TokenBucket.acquire",
       "TokenBucket.acquireMany",
       "TokenBucket.peek",
@@ -99,7 +106,8 @@ describe("scripts", () => {
       "Pipe.renew",
       "Pipe.send",
       "Pipe.sendMany",
-      "RwLock.withdraw"
+      "RwLock.withdraw",
+      "Semaphore.withdraw"
     ])
     // The Lock scripts share their functions; only a grant reads the clock.
     expect(

@@ -9,15 +9,18 @@ import type * as Script from "../Script.js"
 
 /**
  * @internal Lua: `fence(key, now, lease)` stores and returns the next fence (a decimal string) of the
- * fence key `key`, at server time `now` (µs), for `lease` ms. `%d`: a fence from server µs has 16 digits,
- * which Lua's default number format would round.
+ * fence key `key`, at server time `now` (µs), for `lease` ms. One `SET … GET` stores `now` and reads the
+ * last fence; only when that is not below `now` (grants faster than one a microsecond, or a clock that
+ * stepped back) a second `SET` stores the last fence plus one. `%d`: a fence from server µs has 16
+ * digits, which Lua's default number format would round.
  */
 export const FENCE_FUNCTION = `local function fence(key, now, lease)
-  local next = now
-  local last = redis.call('GET', key)
-  if last and tonumber(last) >= next then next = tonumber(last) + 1 end
-  next = string.format('%d', next)
-  redis.call('SET', key, next, 'PX', lease)
+  local next = string.format('%d', now)
+  local last = redis.call('SET', key, next, 'PX', lease, 'GET')
+  if last and tonumber(last) >= now then
+    next = string.format('%d', tonumber(last) + 1)
+    redis.call('SET', key, next, 'PX', lease)
+  end
   return next
 end
 `

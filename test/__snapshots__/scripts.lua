@@ -122,13 +122,14 @@ end
 local w = window(ARGV[1])
 return math.max(0, w.limit - used(KEYS[1], now - math.fmod(now, w.size)))
 
--- Lock.acquire: KEYS 2; sha1 766a97b601e3190ddd7bc7bf1ebf83f7d82c20a9
+-- Lock.acquire: KEYS 2; sha1 c6dccc84a75171573534e78379fa124ae335434d
 local function fence(key, now, lease)
-  local next = now
-  local last = redis.call('GET', key)
-  if last and tonumber(last) >= next then next = tonumber(last) + 1 end
-  next = string.format('%d', next)
-  redis.call('SET', key, next, 'PX', lease)
+  local next = string.format('%d', now)
+  local last = redis.call('SET', key, next, 'PX', lease, 'GET')
+  if last and tonumber(last) >= now then
+    next = string.format('%d', tonumber(last) + 1)
+    redis.call('SET', key, next, 'PX', lease)
+  end
   return next
 end
 local function grant(owner, fenceKey, token, lease)
@@ -148,13 +149,14 @@ local function renew(owner, token, lease)
 end
 return grant(KEYS[1], KEYS[2], ARGV[1], ARGV[2])
 
--- Lock.acquireMany: KEYS 2 per call (a batch of calls laid end to end); sha1 4ceb659d703ad400f792bef69cbe943f9ebe194a
+-- Lock.acquireMany: KEYS 2 per call (a batch of calls laid end to end); sha1 95f30c08f158f03c4866f1b3fdd5e8a6c3ed39af
 local function fence(key, now, lease)
-  local next = now
-  local last = redis.call('GET', key)
-  if last and tonumber(last) >= next then next = tonumber(last) + 1 end
-  next = string.format('%d', next)
-  redis.call('SET', key, next, 'PX', lease)
+  local next = string.format('%d', now)
+  local last = redis.call('SET', key, next, 'PX', lease, 'GET')
+  if last and tonumber(last) >= now then
+    next = string.format('%d', tonumber(last) + 1)
+    redis.call('SET', key, next, 'PX', lease)
+  end
   return next
 end
 local function grant(owner, fenceKey, token, lease)
@@ -185,13 +187,14 @@ for i = 1, #KEYS / 2 do
 end
 return replies
 
--- Lock.extend: KEYS 1; sha1 259bae0452da9f1653f292994d0b2bfcecdc240a
+-- Lock.extend: KEYS 1; sha1 ddd4546a4a96da9df639240fdb5172ce52dc307a
 local function fence(key, now, lease)
-  local next = now
-  local last = redis.call('GET', key)
-  if last and tonumber(last) >= next then next = tonumber(last) + 1 end
-  next = string.format('%d', next)
-  redis.call('SET', key, next, 'PX', lease)
+  local next = string.format('%d', now)
+  local last = redis.call('SET', key, next, 'PX', lease, 'GET')
+  if last and tonumber(last) >= now then
+    next = string.format('%d', tonumber(last) + 1)
+    redis.call('SET', key, next, 'PX', lease)
+  end
   return next
 end
 local function grant(owner, fenceKey, token, lease)
@@ -211,13 +214,14 @@ local function renew(owner, token, lease)
 end
 return renew(KEYS[1], ARGV[1], ARGV[2])
 
--- Lock.extendMany: KEYS 1 per call (a batch of calls laid end to end); sha1 bd666eabf2a31ecb07e20f81efa076ee3bde04bb
+-- Lock.extendMany: KEYS 1 per call (a batch of calls laid end to end); sha1 0489d3df2218558ad82216c9ec6c74028ac275b8
 local function fence(key, now, lease)
-  local next = now
-  local last = redis.call('GET', key)
-  if last and tonumber(last) >= next then next = tonumber(last) + 1 end
-  next = string.format('%d', next)
-  redis.call('SET', key, next, 'PX', lease)
+  local next = string.format('%d', now)
+  local last = redis.call('SET', key, next, 'PX', lease, 'GET')
+  if last and tonumber(last) >= now then
+    next = string.format('%d', tonumber(last) + 1)
+    redis.call('SET', key, next, 'PX', lease)
+  end
   return next
 end
 local function grant(owner, fenceKey, token, lease)
@@ -248,13 +252,14 @@ for i = 1, #KEYS / 1 do
 end
 return replies
 
--- Lock.release: KEYS 1; sha1 d603ccfe59fab4d68dbca2b770bc1b3753b96f45
+-- Lock.release: KEYS 1; sha1 0c575e67c0b0ae2040085a76fd877a6e6a26dbad
 local function fence(key, now, lease)
-  local next = now
-  local last = redis.call('GET', key)
-  if last and tonumber(last) >= next then next = tonumber(last) + 1 end
-  next = string.format('%d', next)
-  redis.call('SET', key, next, 'PX', lease)
+  local next = string.format('%d', now)
+  local last = redis.call('SET', key, next, 'PX', lease, 'GET')
+  if last and tonumber(last) >= now then
+    next = string.format('%d', tonumber(last) + 1)
+    redis.call('SET', key, next, 'PX', lease)
+  end
   return next
 end
 local function grant(owner, fenceKey, token, lease)
@@ -274,13 +279,14 @@ local function renew(owner, token, lease)
 end
 return free(KEYS[1], ARGV[1])
 
--- Lock.releaseMany: KEYS 1 per call (a batch of calls laid end to end); sha1 6d48d11247c0540823267e230d9f8bd2fb3b76ee
+-- Lock.releaseMany: KEYS 1 per call (a batch of calls laid end to end); sha1 eafa953bce52c8c3773b46e99bb7e83efa81fd21
 local function fence(key, now, lease)
-  local next = now
-  local last = redis.call('GET', key)
-  if last and tonumber(last) >= next then next = tonumber(last) + 1 end
-  next = string.format('%d', next)
-  redis.call('SET', key, next, 'PX', lease)
+  local next = string.format('%d', now)
+  local last = redis.call('SET', key, next, 'PX', lease, 'GET')
+  if last and tonumber(last) >= now then
+    next = string.format('%d', tonumber(last) + 1)
+    redis.call('SET', key, next, 'PX', lease)
+  end
   return next
 end
 local function grant(owner, fenceKey, token, lease)
@@ -508,7 +514,7 @@ if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 redis.call('DEL', KEYS[1])
 return 1
 
--- RwLock.write: KEYS 4; sha1 5a099d7a945efc1fcd73e6b640e490520fab9683
+-- RwLock.write: KEYS 4; sha1 b6312c2d2f00954f85231efc0f0cf1d0b53557af
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local function prune(readers, now)
@@ -519,11 +525,12 @@ local function keep(readers, now)
   if longest then redis.call('PEXPIRE', readers, math.max(1, math.ceil((tonumber(longest) - now) / 1000))) end
 end
 local function fence(key, now, lease)
-  local next = now
-  local last = redis.call('GET', key)
-  if last and tonumber(last) >= next then next = tonumber(last) + 1 end
-  next = string.format('%d', next)
-  redis.call('SET', key, next, 'PX', lease)
+  local next = string.format('%d', now)
+  local last = redis.call('SET', key, next, 'PX', lease, 'GET')
+  if last and tonumber(last) >= now then
+    next = string.format('%d', tonumber(last) + 1)
+    redis.call('SET', key, next, 'PX', lease)
+  end
   return next
 end
 prune(KEYS[2], now)
@@ -564,6 +571,440 @@ local function keep(readers, now)
   if longest then redis.call('PEXPIRE', readers, math.max(1, math.ceil((tonumber(longest) - now) / 1000))) end
 end
 prune(KEYS[2], now)
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('DEL', KEYS[1])
+return 1
+
+-- Semaphore.acquire: KEYS 3; sha1 fdaf09a6f68076b8887f79ea5930b65a3afc853f
+local function fence(key, now, lease)
+  local next = string.format('%d', now)
+  local last = redis.call('SET', key, next, 'PX', lease, 'GET')
+  if last and tonumber(last) >= now then
+    next = string.format('%d', tonumber(last) + 1)
+    redis.call('SET', key, next, 'PX', lease)
+  end
+  return next
+end
+local function clock()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+local function prune(holders, now)
+  local due = redis.call('ZRANGEBYSCORE', holders, '-inf', now, 'WITHSCORES')
+  if #due == 0 then return 0 end
+  local held = -tonumber(due[2])
+  if #due == 2 then return held end
+  for i = 3, #due, 2 do held = held - tonumber(string.match(due[i], '^%d+')) end
+  if held == 0 then
+    redis.call('DEL', holders)
+  else
+    redis.call('ZREMRANGEBYSCORE', holders, 0, now)
+    redis.call('ZADD', holders, string.format('%d', -held), '#')
+  end
+  return held
+end
+local function acquire(holders, intent, fenceKey, member, permits, lease, intend)
+  local now = clock()
+  local held = prune(holders, now)
+  local n = tonumber(string.match(member, '^%d+'))
+  local waiting = redis.call('GET', intent)
+  local reserve = 0
+  if waiting and waiting ~= member then reserve = tonumber(string.match(waiting, '^%d+')) end
+  if held + n + reserve > tonumber(permits) then
+    if intend == '1' and (not waiting or waiting == member) then redis.call('SET', intent, member, 'PX', lease) end
+    return false
+  end
+  redis.call('ZADD', holders, string.format('%d', now + tonumber(lease) * 1000), member,
+    string.format('%d', -(held + n)), '#')
+  if held > 0 then redis.call('PEXPIRE', holders, lease, 'GT') else redis.call('PEXPIRE', holders, lease) end
+  if waiting == member then redis.call('DEL', intent) end
+  return fence(fenceKey, now, lease)
+end
+local function free(holders, member)
+  local score = redis.call('ZSCORE', holders, member)
+  if not score or tonumber(score) <= clock() then return 0 end
+  if tonumber(redis.call('ZINCRBY', holders, string.match(member, '^%d+'), '#')) == 0 then
+    redis.call('DEL', holders)
+  else
+    redis.call('ZREM', holders, member)
+  end
+  return 1
+end
+local function renew(holders, member, lease)
+  local score = redis.call('ZSCORE', holders, member)
+  if not score then return 0 end
+  local now = clock()
+  if tonumber(score) <= now then return 0 end
+  redis.call('ZADD', holders, string.format('%d', now + tonumber(lease) * 1000), member)
+  redis.call('PEXPIRE', holders, lease, 'GT')
+  return 1
+end
+return acquire(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[3], ARGV[4])
+
+-- Semaphore.acquireMany: KEYS 3 per call (a batch of calls laid end to end); sha1 b9c3a38b128ebba84cce672fdfe297a569364fee
+local function fence(key, now, lease)
+  local next = string.format('%d', now)
+  local last = redis.call('SET', key, next, 'PX', lease, 'GET')
+  if last and tonumber(last) >= now then
+    next = string.format('%d', tonumber(last) + 1)
+    redis.call('SET', key, next, 'PX', lease)
+  end
+  return next
+end
+local function clock()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+local function prune(holders, now)
+  local due = redis.call('ZRANGEBYSCORE', holders, '-inf', now, 'WITHSCORES')
+  if #due == 0 then return 0 end
+  local held = -tonumber(due[2])
+  if #due == 2 then return held end
+  for i = 3, #due, 2 do held = held - tonumber(string.match(due[i], '^%d+')) end
+  if held == 0 then
+    redis.call('DEL', holders)
+  else
+    redis.call('ZREMRANGEBYSCORE', holders, 0, now)
+    redis.call('ZADD', holders, string.format('%d', -held), '#')
+  end
+  return held
+end
+local function acquire(holders, intent, fenceKey, member, permits, lease, intend)
+  local now = clock()
+  local held = prune(holders, now)
+  local n = tonumber(string.match(member, '^%d+'))
+  local waiting = redis.call('GET', intent)
+  local reserve = 0
+  if waiting and waiting ~= member then reserve = tonumber(string.match(waiting, '^%d+')) end
+  if held + n + reserve > tonumber(permits) then
+    if intend == '1' and (not waiting or waiting == member) then redis.call('SET', intent, member, 'PX', lease) end
+    return false
+  end
+  redis.call('ZADD', holders, string.format('%d', now + tonumber(lease) * 1000), member,
+    string.format('%d', -(held + n)), '#')
+  if held > 0 then redis.call('PEXPIRE', holders, lease, 'GT') else redis.call('PEXPIRE', holders, lease) end
+  if waiting == member then redis.call('DEL', intent) end
+  return fence(fenceKey, now, lease)
+end
+local function free(holders, member)
+  local score = redis.call('ZSCORE', holders, member)
+  if not score or tonumber(score) <= clock() then return 0 end
+  if tonumber(redis.call('ZINCRBY', holders, string.match(member, '^%d+'), '#')) == 0 then
+    redis.call('DEL', holders)
+  else
+    redis.call('ZREM', holders, member)
+  end
+  return 1
+end
+local function renew(holders, member, lease)
+  local score = redis.call('ZSCORE', holders, member)
+  if not score then return 0 end
+  local now = clock()
+  if tonumber(score) <= now then return 0 end
+  redis.call('ZADD', holders, string.format('%d', now + tonumber(lease) * 1000), member)
+  redis.call('PEXPIRE', holders, lease, 'GT')
+  return 1
+end
+local replies = {}
+for i = 1, #KEYS / 3 do
+  local ok, reply = pcall(acquire, KEYS[3 * (i - 1) + 1], KEYS[3 * (i - 1) + 2], KEYS[3 * (i - 1) + 3], ARGV[4 * (i - 1) + 1], ARGV[4 * (i - 1) + 2], ARGV[4 * (i - 1) + 3], ARGV[4 * (i - 1) + 4])
+  if ok then
+    replies[i] = reply
+  elseif type(reply) == 'table' and reply.err then
+    replies[i] = reply
+  else
+    replies[i] = redis.error_reply(tostring(reply))
+  end
+end
+return replies
+
+-- Semaphore.extend: KEYS 1; sha1 aa67e1c996be5ec0333c4f9ff1f60867c3310e1b
+local function fence(key, now, lease)
+  local next = string.format('%d', now)
+  local last = redis.call('SET', key, next, 'PX', lease, 'GET')
+  if last and tonumber(last) >= now then
+    next = string.format('%d', tonumber(last) + 1)
+    redis.call('SET', key, next, 'PX', lease)
+  end
+  return next
+end
+local function clock()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+local function prune(holders, now)
+  local due = redis.call('ZRANGEBYSCORE', holders, '-inf', now, 'WITHSCORES')
+  if #due == 0 then return 0 end
+  local held = -tonumber(due[2])
+  if #due == 2 then return held end
+  for i = 3, #due, 2 do held = held - tonumber(string.match(due[i], '^%d+')) end
+  if held == 0 then
+    redis.call('DEL', holders)
+  else
+    redis.call('ZREMRANGEBYSCORE', holders, 0, now)
+    redis.call('ZADD', holders, string.format('%d', -held), '#')
+  end
+  return held
+end
+local function acquire(holders, intent, fenceKey, member, permits, lease, intend)
+  local now = clock()
+  local held = prune(holders, now)
+  local n = tonumber(string.match(member, '^%d+'))
+  local waiting = redis.call('GET', intent)
+  local reserve = 0
+  if waiting and waiting ~= member then reserve = tonumber(string.match(waiting, '^%d+')) end
+  if held + n + reserve > tonumber(permits) then
+    if intend == '1' and (not waiting or waiting == member) then redis.call('SET', intent, member, 'PX', lease) end
+    return false
+  end
+  redis.call('ZADD', holders, string.format('%d', now + tonumber(lease) * 1000), member,
+    string.format('%d', -(held + n)), '#')
+  if held > 0 then redis.call('PEXPIRE', holders, lease, 'GT') else redis.call('PEXPIRE', holders, lease) end
+  if waiting == member then redis.call('DEL', intent) end
+  return fence(fenceKey, now, lease)
+end
+local function free(holders, member)
+  local score = redis.call('ZSCORE', holders, member)
+  if not score or tonumber(score) <= clock() then return 0 end
+  if tonumber(redis.call('ZINCRBY', holders, string.match(member, '^%d+'), '#')) == 0 then
+    redis.call('DEL', holders)
+  else
+    redis.call('ZREM', holders, member)
+  end
+  return 1
+end
+local function renew(holders, member, lease)
+  local score = redis.call('ZSCORE', holders, member)
+  if not score then return 0 end
+  local now = clock()
+  if tonumber(score) <= now then return 0 end
+  redis.call('ZADD', holders, string.format('%d', now + tonumber(lease) * 1000), member)
+  redis.call('PEXPIRE', holders, lease, 'GT')
+  return 1
+end
+return renew(KEYS[1], ARGV[1], ARGV[2])
+
+-- Semaphore.extendMany: KEYS 1 per call (a batch of calls laid end to end); sha1 c99d829013db49ad91c104654be2a2343c10129c
+local function fence(key, now, lease)
+  local next = string.format('%d', now)
+  local last = redis.call('SET', key, next, 'PX', lease, 'GET')
+  if last and tonumber(last) >= now then
+    next = string.format('%d', tonumber(last) + 1)
+    redis.call('SET', key, next, 'PX', lease)
+  end
+  return next
+end
+local function clock()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+local function prune(holders, now)
+  local due = redis.call('ZRANGEBYSCORE', holders, '-inf', now, 'WITHSCORES')
+  if #due == 0 then return 0 end
+  local held = -tonumber(due[2])
+  if #due == 2 then return held end
+  for i = 3, #due, 2 do held = held - tonumber(string.match(due[i], '^%d+')) end
+  if held == 0 then
+    redis.call('DEL', holders)
+  else
+    redis.call('ZREMRANGEBYSCORE', holders, 0, now)
+    redis.call('ZADD', holders, string.format('%d', -held), '#')
+  end
+  return held
+end
+local function acquire(holders, intent, fenceKey, member, permits, lease, intend)
+  local now = clock()
+  local held = prune(holders, now)
+  local n = tonumber(string.match(member, '^%d+'))
+  local waiting = redis.call('GET', intent)
+  local reserve = 0
+  if waiting and waiting ~= member then reserve = tonumber(string.match(waiting, '^%d+')) end
+  if held + n + reserve > tonumber(permits) then
+    if intend == '1' and (not waiting or waiting == member) then redis.call('SET', intent, member, 'PX', lease) end
+    return false
+  end
+  redis.call('ZADD', holders, string.format('%d', now + tonumber(lease) * 1000), member,
+    string.format('%d', -(held + n)), '#')
+  if held > 0 then redis.call('PEXPIRE', holders, lease, 'GT') else redis.call('PEXPIRE', holders, lease) end
+  if waiting == member then redis.call('DEL', intent) end
+  return fence(fenceKey, now, lease)
+end
+local function free(holders, member)
+  local score = redis.call('ZSCORE', holders, member)
+  if not score or tonumber(score) <= clock() then return 0 end
+  if tonumber(redis.call('ZINCRBY', holders, string.match(member, '^%d+'), '#')) == 0 then
+    redis.call('DEL', holders)
+  else
+    redis.call('ZREM', holders, member)
+  end
+  return 1
+end
+local function renew(holders, member, lease)
+  local score = redis.call('ZSCORE', holders, member)
+  if not score then return 0 end
+  local now = clock()
+  if tonumber(score) <= now then return 0 end
+  redis.call('ZADD', holders, string.format('%d', now + tonumber(lease) * 1000), member)
+  redis.call('PEXPIRE', holders, lease, 'GT')
+  return 1
+end
+local replies = {}
+for i = 1, #KEYS / 1 do
+  local ok, reply = pcall(renew, KEYS[1 * (i - 1) + 1], ARGV[2 * (i - 1) + 1], ARGV[2 * (i - 1) + 2])
+  if ok then
+    replies[i] = reply
+  elseif type(reply) == 'table' and reply.err then
+    replies[i] = reply
+  else
+    replies[i] = redis.error_reply(tostring(reply))
+  end
+end
+return replies
+
+-- Semaphore.release: KEYS 1; sha1 53cb70cb01aaa15f57c18b9d9ce286aad2680a17
+local function fence(key, now, lease)
+  local next = string.format('%d', now)
+  local last = redis.call('SET', key, next, 'PX', lease, 'GET')
+  if last and tonumber(last) >= now then
+    next = string.format('%d', tonumber(last) + 1)
+    redis.call('SET', key, next, 'PX', lease)
+  end
+  return next
+end
+local function clock()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+local function prune(holders, now)
+  local due = redis.call('ZRANGEBYSCORE', holders, '-inf', now, 'WITHSCORES')
+  if #due == 0 then return 0 end
+  local held = -tonumber(due[2])
+  if #due == 2 then return held end
+  for i = 3, #due, 2 do held = held - tonumber(string.match(due[i], '^%d+')) end
+  if held == 0 then
+    redis.call('DEL', holders)
+  else
+    redis.call('ZREMRANGEBYSCORE', holders, 0, now)
+    redis.call('ZADD', holders, string.format('%d', -held), '#')
+  end
+  return held
+end
+local function acquire(holders, intent, fenceKey, member, permits, lease, intend)
+  local now = clock()
+  local held = prune(holders, now)
+  local n = tonumber(string.match(member, '^%d+'))
+  local waiting = redis.call('GET', intent)
+  local reserve = 0
+  if waiting and waiting ~= member then reserve = tonumber(string.match(waiting, '^%d+')) end
+  if held + n + reserve > tonumber(permits) then
+    if intend == '1' and (not waiting or waiting == member) then redis.call('SET', intent, member, 'PX', lease) end
+    return false
+  end
+  redis.call('ZADD', holders, string.format('%d', now + tonumber(lease) * 1000), member,
+    string.format('%d', -(held + n)), '#')
+  if held > 0 then redis.call('PEXPIRE', holders, lease, 'GT') else redis.call('PEXPIRE', holders, lease) end
+  if waiting == member then redis.call('DEL', intent) end
+  return fence(fenceKey, now, lease)
+end
+local function free(holders, member)
+  local score = redis.call('ZSCORE', holders, member)
+  if not score or tonumber(score) <= clock() then return 0 end
+  if tonumber(redis.call('ZINCRBY', holders, string.match(member, '^%d+'), '#')) == 0 then
+    redis.call('DEL', holders)
+  else
+    redis.call('ZREM', holders, member)
+  end
+  return 1
+end
+local function renew(holders, member, lease)
+  local score = redis.call('ZSCORE', holders, member)
+  if not score then return 0 end
+  local now = clock()
+  if tonumber(score) <= now then return 0 end
+  redis.call('ZADD', holders, string.format('%d', now + tonumber(lease) * 1000), member)
+  redis.call('PEXPIRE', holders, lease, 'GT')
+  return 1
+end
+return free(KEYS[1], ARGV[1])
+
+-- Semaphore.releaseMany: KEYS 1 per call (a batch of calls laid end to end); sha1 be1ee35bc755e83abe40aa53657adc3a432f1bac
+local function fence(key, now, lease)
+  local next = string.format('%d', now)
+  local last = redis.call('SET', key, next, 'PX', lease, 'GET')
+  if last and tonumber(last) >= now then
+    next = string.format('%d', tonumber(last) + 1)
+    redis.call('SET', key, next, 'PX', lease)
+  end
+  return next
+end
+local function clock()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+local function prune(holders, now)
+  local due = redis.call('ZRANGEBYSCORE', holders, '-inf', now, 'WITHSCORES')
+  if #due == 0 then return 0 end
+  local held = -tonumber(due[2])
+  if #due == 2 then return held end
+  for i = 3, #due, 2 do held = held - tonumber(string.match(due[i], '^%d+')) end
+  if held == 0 then
+    redis.call('DEL', holders)
+  else
+    redis.call('ZREMRANGEBYSCORE', holders, 0, now)
+    redis.call('ZADD', holders, string.format('%d', -held), '#')
+  end
+  return held
+end
+local function acquire(holders, intent, fenceKey, member, permits, lease, intend)
+  local now = clock()
+  local held = prune(holders, now)
+  local n = tonumber(string.match(member, '^%d+'))
+  local waiting = redis.call('GET', intent)
+  local reserve = 0
+  if waiting and waiting ~= member then reserve = tonumber(string.match(waiting, '^%d+')) end
+  if held + n + reserve > tonumber(permits) then
+    if intend == '1' and (not waiting or waiting == member) then redis.call('SET', intent, member, 'PX', lease) end
+    return false
+  end
+  redis.call('ZADD', holders, string.format('%d', now + tonumber(lease) * 1000), member,
+    string.format('%d', -(held + n)), '#')
+  if held > 0 then redis.call('PEXPIRE', holders, lease, 'GT') else redis.call('PEXPIRE', holders, lease) end
+  if waiting == member then redis.call('DEL', intent) end
+  return fence(fenceKey, now, lease)
+end
+local function free(holders, member)
+  local score = redis.call('ZSCORE', holders, member)
+  if not score or tonumber(score) <= clock() then return 0 end
+  if tonumber(redis.call('ZINCRBY', holders, string.match(member, '^%d+'), '#')) == 0 then
+    redis.call('DEL', holders)
+  else
+    redis.call('ZREM', holders, member)
+  end
+  return 1
+end
+local function renew(holders, member, lease)
+  local score = redis.call('ZSCORE', holders, member)
+  if not score then return 0 end
+  local now = clock()
+  if tonumber(score) <= now then return 0 end
+  redis.call('ZADD', holders, string.format('%d', now + tonumber(lease) * 1000), member)
+  redis.call('PEXPIRE', holders, lease, 'GT')
+  return 1
+end
+local replies = {}
+for i = 1, #KEYS / 1 do
+  local ok, reply = pcall(free, KEYS[1 * (i - 1) + 1], ARGV[1 * (i - 1) + 1])
+  if ok then
+    replies[i] = reply
+  elseif type(reply) == 'table' and reply.err then
+    replies[i] = reply
+  else
+    replies[i] = redis.error_reply(tostring(reply))
+  end
+end
+return replies
+
+-- Semaphore.withdraw: KEYS 1; sha1 182d787039319d8585f2c02e2ac1cf0a449f5c99
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 redis.call('DEL', KEYS[1])
 return 1

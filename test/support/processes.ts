@@ -27,16 +27,18 @@ export const serverTime = async (client: IORedis): Promise<number> => {
 /**
  * Starts `count` processes, waits until all are ready, runs `beforeGo`, releases them at once, and
  * collects their result lines, with the server time (µs) before the release and after the last result.
+ * `args` are every process's, or a function of its index for processes that play different parts.
  */
 export const runProcesses = async (
   client: IORedis,
   script: string,
   count: number,
-  args: ReadonlyArray<string | number>,
+  args: ReadonlyArray<string | number> | ((index: number) => ReadonlyArray<string | number>),
   beforeGo: () => Promise<void> = async () => {}
 ): Promise<{ readonly results: ReadonlyArray<string>; readonly started: number; readonly ended: number }> => {
-  const children = Array.from({ length: count }, () => {
-    const child = spawn(process.execPath, ["--import", "tsx", script, ...args.map(String)], {
+  const children = Array.from({ length: count }, (_, index) => {
+    const own = typeof args === "function" ? args(index) : args
+    const child = spawn(process.execPath, ["--import", "tsx", script, ...own.map(String)], {
       stdio: ["pipe", "pipe", "pipe"]
     })
     let stderr = ""

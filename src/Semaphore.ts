@@ -1,0 +1,196 @@
+/**
+ * Semaphore: at most `permits` permits held per name across replicas, each holder leased, so a crashed
+ * holder gives its permits back by itself. "At most 5 exports running at once per tenant." A `Lock` is
+ * a semaphore of one.
+ *
+ * **What lives in Redis.** Per name, keys in one cluster hash slot (`{<namespace>:<name>}`):
+ * - `…:holders`, a sorted set: one member per holder, `<n>:<token>` (the permits it holds and its
+ *   random token), scored by the end of its lease in server microseconds; and the member `#`, scored
+ *   minus the permits held in all (a negative score, so no range of lease ends ever includes it).
+ *   It expires with the longest lease, and the last release deletes it;
+ * - `…:intent`, while an acquirer of more than one permit waits: its `<n>:<token>`, for one lease;
+ * - `…:fence`, the last fence granted, expiring with the lease.
+ *
+ * **Guarantees.**
+ * - The permits held on a name never exceed `permits`, as Redis sees it: every grant is decided
+ *   inside one script. Holders whose lease ended (on the server's clock, `TIME` inside the script) do
+ *   not count: they are pruned by the next acquire.
+ * - Release and extend find the holder by its token inside a script, so a stale permit (its lease
+ *   ended) answers `false` and never touches another holder's.
+ * - Every grant carries a `fence` that strictly increases per name, even across idle expiry, as a
+ *   {@link Lock}'s does (server microseconds, or the last fence plus one).
+ * - No starvation of large acquirers: one waiting through {@link withPermits} for n > 1 permits leaves
+ *   an intent on each refused attempt. While it stands, others are granted only the permits beyond
+ *   those n, so a stream of single-permit acquirers cannot keep it out: it gets in at its first attempt
+ *   after the holders that were in when it was refused have released (docs/semaphore.md states the
+ *   bound).
+ * - {@link withPermits} releases on every exit, renews the lease every third of it, and interrupts its
+ *   body with `LockLost` as soon as the lease is lost.
+ *
+ * **Caveats.** One waiter at a time holds the others back; several large waiters get in in no set
+ * order. {@link Semaphore.tryAcquire} never waits and leaves no intent. Leases do not by themselves
+ * guarantee the bound against a paused holder: use the fence (docs/locks.md). Declare one semaphore
+ * per namespace: two with different `permits` on the same names would each apply their own.
+ *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { Redis, Semaphore } from "wakuwaku"
+ *
+ * // At most 5 exports running at once per tenant, whichever replica runs them.
+ * export const EXPORTS = Semaphore.make<string>("export", 5, "1 minute")
+ *
+ * export const runExport = (tenant: string) =>
+ *   Semaphore.withPermits(EXPORTS, tenant, 1)(Effect.log(`exporting for ${tenant}`)).pipe(
+ *     Effect.provide(Redis.layer({ url: "redis://127.0.0.1:6379" }))
+ *   )
+ * ```
+ *
+ * @since 0.1.0
+ */
+import type * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import { dual } from "effect/Function"
+import type * as Inspectable from "effect/Inspectable"
+import type * as Option from "effect/Option"
+import type * as Scope from "effect/Scope"
+import type * as Capability from "./Capability.js"
+import * as internal from "./internal/semaphore.js"
+import type * as Lock from "./Lock.js"
+import type * as Redis from "./Redis.js"
+
+/**
+ * @since 0.1.0
+ * @category capabilities
+ */
+export type Entity = Capability.Entity<"Semaphore">
+
+/**
+ * @since 0.1.0
+ * @category capabilities
+ */
+export const entity: Entity = internal.entity
+
+/**
+ * What every operation needs. All of them write.
+ *
+ * @since 0.1.0
+ * @category capabilities
+ */
+// Spelled out rather than through the `Entity` alias, so that compile errors name the entity.
+export type Requirements = Redis.Redis | Capability.Write<Capability.Entity<"Semaphore">>
+
+/**
+ * The proof of holding permits. Its secret never appears in `toString`, `inspect` or JSON. Give it back
+ * with {@link Semaphore.release}.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Permit extends Inspectable.Inspectable {
+  readonly namespace: string
+  /** The name, as encoded into the key. */
+  readonly name: string
+  /** How many permits it holds. */
+  readonly permits: number
+  /** Strictly increases with every grant of this name: pass it to what the permits protect. */
+  readonly fence: bigint
+}
+
+/**
+ * A leased semaphore: a plain immutable value, declared once as a module-level constant.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Semaphore<in Name extends Redis.KeyName> {
+  readonly namespace: string
+  /** How many permits each name has. */
+  readonly permits: number
+  /** The lease of each holder. */
+  readonly ttl: Duration.Duration
+  /**
+   * Takes `n` permits (default 1) if they are free now, and not held back for a waiting acquirer. Never
+   * waits, and leaves no intent. An `n` that is not a positive safe integer at most `permits` fails with
+   * `InvalidInput`, and nothing is written.
+   */
+  readonly tryAcquire: (
+    name: Name,
+    n?: number
+  ) => Effect.Effect<Option.Option<Permit>, Redis.RedisError | Redis.InvalidInput, Requirements>
+  /** Gives the permits back: `false` when the lease had already ended (another holder is left alone). */
+  readonly release: (permit: Permit) => Effect.Effect<boolean, Redis.RedisError, Requirements>
+  /** Restarts the lease: `false` when it had already ended. */
+  readonly extend: (permit: Permit) => Effect.Effect<boolean, Redis.RedisError, Requirements>
+}
+
+/**
+ * Declares a semaphore of `permits` per name, each holder leased for `ttl` (under a millisecond counts
+ * as one). `permits` that is not a positive safe integer, or a `ttl` that is not a duration longer than
+ * zero and at most 10^11 ms (about 3.2 years), throws a `RangeError`; a namespace that is not a short
+ * word a `TypeError`.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = <Name extends Redis.KeyName = string>(
+  namespace: string,
+  permits: number,
+  ttl: Duration.DurationInput
+): Semaphore<Name> => internal.make<Name>(namespace, permits, ttl)
+
+type Failure = Lock.LockUnavailable | Redis.RedisError | Redis.InvalidInput
+
+/**
+ * Holds `n` permits while `effect` runs, as `Lock.withLock` holds a lock: acquires them as
+ * `options.acquire` says (`Lock.tryOnce`, or `Lock.wait({...})`, the default), renews the lease in the
+ * background, and releases on every exit. If the lease is lost, `effect` is interrupted and the whole
+ * fails with `LockLost`. Waiting for n > 1, it holds newcomers back so that it is not starved. Dual:
+ * `withPermits(sem, name, n)(effect)` or `withPermits(effect, sem, name, n)`. Options are checked when
+ * it is applied (a `renewEvery` that is no positive duration throws a `RangeError`).
+ *
+ * @since 0.1.0
+ * @category scoped
+ */
+export const withPermits: {
+  <Name extends Redis.KeyName>(
+    sem: Semaphore<Name>,
+    name: Name,
+    n: number,
+    options?: Lock.Options
+  ): <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E | Lock.LockLost | Failure, R | Requirements>
+  <A, E, R, Name extends Redis.KeyName>(
+    effect: Effect.Effect<A, E, R>,
+    sem: Semaphore<Name>,
+    name: Name,
+    n: number,
+    options?: Lock.Options
+  ): Effect.Effect<A, E | Lock.LockLost | Failure, R | Requirements>
+} = dual(
+  (args) => Effect.isEffect(args[0]),
+  <A, E, R, Name extends Redis.KeyName>(
+    effect: Effect.Effect<A, E, R>,
+    sem: Semaphore<Name>,
+    name: Name,
+    n: number,
+    options?: Lock.Options
+  ) => internal.withPermits(sem, name, n, options, effect)
+)
+
+/**
+ * `n` permits held for the rest of the scope: the permit, and `lost`, which fails with `LockLost` once
+ * the lease is lost (race your work against it; {@link withPermits} does this for you).
+ *
+ * @since 0.1.0
+ * @category scoped
+ */
+export const scoped = <Name extends Redis.KeyName>(
+  sem: Semaphore<Name>,
+  name: Name,
+  n: number,
+  options?: Lock.Options
+): Effect.Effect<
+  { readonly permit: Permit; readonly lost: Effect.Effect<never, Lock.LockLost> },
+  Failure,
+  Requirements | Scope.Scope
+> => internal.scoped(sem, name, n, options)
