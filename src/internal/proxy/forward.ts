@@ -24,7 +24,8 @@ import * as Https from "node:https"
 import { Readable } from "node:stream"
 import * as Proxy from "../../Proxy.js"
 import { positive } from "../duration.js"
-import { endToEnd, normalizeAddress, trustList } from "./headers.js"
+import { trustList } from "../http/address.js"
+import { endToEnd, normalizeAddress } from "./headers.js"
 import { parseUpstream, type Upstream, upstreamPath } from "./target.js"
 
 /** @internal The name this proxy gives itself in `Proxy-Status` (RFC 9209). */
