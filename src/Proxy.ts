@@ -81,9 +81,9 @@ import type * as HttpServer from "@effect/platform/HttpServer"
 import type * as HttpServerError from "@effect/platform/HttpServerError"
 import type * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import type * as HttpServerResponse from "@effect/platform/HttpServerResponse"
-import * as Data from "effect/Data"
 import type * as Duration from "effect/Duration"
 import type * as Layer from "effect/Layer"
+import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import * as internal from "./internal/proxy/forward.js"
 import * as internalServe from "./internal/proxy/serve.js"
@@ -217,17 +217,27 @@ export type ProxyErrorReason =
 
 /**
  * A request the proxy could not forward, or whose response did not come. {@link make} turns it into a
- * response (see {@link response}) and logs it at warning level; it never reaches the error channel.
+ * response (see {@link response}) and logs it at warning level; it never reaches the error channel. A
+ * `Schema.TaggedError`.
  *
  * @since 0.1.0
  * @category errors
  */
-export class ProxyError extends Data.TaggedError("ProxyError")<{
+export class ProxyError extends Schema.TaggedError<ProxyError>("wakuwaku/ProxyError")("ProxyError", {
   /** Why. */
-  readonly reason: ProxyErrorReason
-  /** What the client or the socket said. */
-  readonly cause: unknown
-}> {
+  reason: Schema.Literal(
+    "Refused",
+    "Reset",
+    "Unresolved",
+    "Unreachable",
+    "Protocol",
+    "ConnectTimeout",
+    "Timeout",
+    "RequestBody"
+  ),
+  /** What the client or the socket said (`Schema.Defect` encodes it across an API). */
+  cause: Schema.Defect
+}) {
   /** The status the proxy answers with: 502, 504 or 400. */
   get status(): number {
     return internal.STATUS[this.reason].status
