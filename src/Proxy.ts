@@ -81,12 +81,16 @@ import type * as HttpServer from "@effect/platform/HttpServer"
 import type * as HttpServerError from "@effect/platform/HttpServerError"
 import type * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import type * as HttpServerResponse from "@effect/platform/HttpServerResponse"
+import * as Context from "effect/Context"
 import type * as Duration from "effect/Duration"
 import type * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
+import type * as ClientIp from "./ClientIp.js"
 import * as internal from "./internal/proxy/forward.js"
 import * as internalServe from "./internal/proxy/serve.js"
+import * as internalServer from "./internal/proxy/server.js"
+import type * as RateLimit from "./RateLimit.js"
 
 /**
  * Options of {@link make}.
@@ -255,3 +259,124 @@ export class ProxyError extends Schema.TaggedError<ProxyError>("wakuwaku/ProxyEr
  * @category errors
  */
 export const response: (error: ProxyError) => HttpServerResponse.HttpServerResponse = internal.errorResponse
+
+/**
+ * What a {@link Key} reads of a request: the socket's address and the request headers (lowercase names),
+ * as `ClientIp.resolve` takes them.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type KeyInput = ClientIp.Input
+
+/**
+ * How {@link layer} keys a request for its rate limit: a name, computed at once. `ClientIp.resolve(options)`
+ * is one; {@link header} another.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Key = (request: KeyInput) => string
+
+/**
+ * Keys by a request header's value; without it (or when empty), by `orElse` (default the client's IP,
+ * `ClientIp.resolve()`). A header's keys are `<name>=<value>`, which no address key can be, so a client
+ * that sends `X-Api-Key: 127.0.0.5` does not spend the bucket of the client at 127.0.0.5. The client
+ * writes its headers: use this only for a header that something in front checks.
+ *
+ * @since 0.1.0
+ * @category keys
+ */
+export const header: (name: string, options?: { readonly orElse?: Key | undefined }) => Key = internalServer.headerKey
+
+/**
+ * The rate limit of {@link layer}: what `RateLimit.middleware` takes, with a {@link Key} that reads the
+ * raw request (cost 1 per request).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface RateLimitOptions<LR> {
+  /** The limiter: a `TokenBucket<string>` or a `FixedWindow<string>`. */
+  readonly limiter: RateLimit.Limiter<LR>
+  /** How requests are keyed. Default the client's IP, believing `X-Forwarded-For` from `trustedProxies`. */
+  readonly key?: Key | undefined
+  /** What to do when the store fails. */
+  readonly onStoreFailure: RateLimit.OnStoreFailure
+  /** The denial memory (see `RateLimit.Options`): how many names' denials to remember. Default 0: none. */
+  readonly rememberDenials?: number | undefined
+}
+
+/**
+ * Options of {@link layer}: the forwarding ({@link Options}), the server ({@link ServeOptions}) and an
+ * optional rate limit.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface LayerOptions<LR> extends Options, ServeOptions {
+  /** The rate limit in front of the upstream; none: every request is forwarded. */
+  readonly rateLimit?: RateLimitOptions<LR> | undefined
+  /** The most header lines a request may have; past it, 431. Default 1000. */
+  readonly maxHeaderLines?: number | undefined
+}
+
+/**
+ * Where a server listens.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Address {
+  readonly host: string
+  readonly port: number
+}
+
+/**
+ * The proxy {@link layer} runs: where it listens, and how many denials it remembers now.
+ *
+ * @since 0.1.0
+ * @category tags
+ */
+export class Server extends Context.Tag("wakuwaku/Proxy/Server")<Server, {
+  readonly address: Address
+  /** How many names the denial memory holds now. */
+  readonly denials: () => number
+}>() {}
+
+/**
+ * The server could not listen (the port is taken, the address is not this host's).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class ListenError extends Schema.TaggedError<ListenError>("wakuwaku/Proxy/ListenError")("ListenError", {
+  port: Schema.Number,
+  host: Schema.optional(Schema.String),
+  cause: Schema.Defect
+}) {
+  override get message(): string {
+    return `cannot listen: ${this.cause instanceof Error ? this.cause.message : String(this.cause)}`
+  }
+}
+
+/**
+ * The rate-limiting reverse proxy on a node:http server of its own, for the layer's lifetime: what
+ * `wakuwaku proxy` runs. Each request is checked (header lines, target), keyed and decided by the rate
+ * limit, and forwarded as {@link make} forwards it, with the same headers, `Proxy-Status` and failures;
+ * the limit's refusals carry the middleware's fields and bodies.
+ *
+ * It is built on node:http directly, not on @effect/platform's `HttpServer`, for speed: the limiter runs
+ * on the Effect runtime the layer is built in (its requirements `LR` stay in the layer's type), a
+ * remembered denial is answered without running any Effect, and the response is written straight to
+ * Node. A request is decided before its body is invited (`100 Continue` only once allowed); a refusal
+ * that leaves a body unread closes the connection instead of reading it. Throws on bad options, as
+ * {@link make} and `RateLimit.middleware` do.
+ *
+ * Closing the layer shuts down as {@link serve} does.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer: <LR = never>(options: LayerOptions<LR>) => Layer.Layer<Server, ListenError, LR> =
+  internalServer.layer

@@ -33,6 +33,8 @@ export interface Config {
   readonly storeTimeout: Duration.Duration
   readonly onStoreFailure: "fail-closed" | "fail-open" | "fallback"
   readonly maxEntries: number
+  /** How many names' denials the proxy remembers (0: none). */
+  readonly rememberDenials: number
 }
 
 /** @internal What the command line asks for. */
@@ -177,6 +179,14 @@ const SECTIONS: ReadonlyArray<{ readonly title: string; readonly flags: Readonly
         env: "WAKUWAKU_MAX_ENTRIES",
         default: "100000",
         help: "most clients the embedded store and the fallback hold\n(past it, the oldest start afresh)"
+      },
+      {
+        name: "remember-denials",
+        value: "N",
+        env: "WAKUWAKU_REMEMBER_DENIALS",
+        default: "10000",
+        help: "most clients whose denial is remembered until its Retry-After, answered 429\n" +
+          "without asking the store (0: none; a reset elsewhere is seen only then)"
       }
     ]
   },
@@ -499,6 +509,7 @@ const parseProxy = (argv: ReadonlyArray<string>, env: Readonly<Record<string, st
     fail(policySource, "expected fail-closed, fail-open or fallback")
   }
   const maxEntries = integer(orDefault("max-entries"), 1, Number.MAX_SAFE_INTEGER, "expected a positive whole number")
+  const rememberDenials = integer(orDefault("remember-denials"), 0, Number.MAX_SAFE_INTEGER, "expected a whole number")
 
   return {
     _tag: "Proxy",
@@ -516,7 +527,8 @@ const parseProxy = (argv: ReadonlyArray<string>, env: Readonly<Record<string, st
       redis,
       storeTimeout,
       onStoreFailure: onStoreFailure as Config["onStoreFailure"],
-      maxEntries
+      maxEntries,
+      rememberDenials
     }
   }
 }
