@@ -317,8 +317,10 @@ export interface RateLimitOptions<LR> {
 export interface LayerOptions<LR> extends Options, ServeOptions {
   /** The rate limit in front of the upstream; none: every request is forwarded. */
   readonly rateLimit?: RateLimitOptions<LR> | undefined
-  /** The most header lines a request may have; past it, 431. Default 1000. */
+  /** The most header lines a request may have; past it, 431. Default 100 (Apache's `LimitRequestFields`). */
   readonly maxHeaderLines?: number | undefined
+  /** How long a client has to send a whole request (head and body); past it, 408. Default 300 seconds. */
+  readonly requestTimeout?: Duration.DurationInput | undefined
 }
 
 /**

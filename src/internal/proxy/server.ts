@@ -22,13 +22,17 @@ import type * as Net from "node:net"
 import type * as Proxy from "../../Proxy.js"
 import * as ProxyModule from "../../Proxy.js"
 import type * as Redis from "../../Redis.js"
+import { positive, toMillis } from "../duration.js"
 import * as clientIp from "../http/clientIp.js"
 import * as decision from "../http/decision.js"
 import * as exchange from "./exchange.js"
 import { upstreamPath } from "./target.js"
 
-/** @internal The most header lines a request may have by default (Node's own cap drops lines past about 1000). */
-export const MAX_HEADER_LINES = 1000
+/**
+ * @internal The most header lines a request may have by default: Apache's `LimitRequestFields`, which leaves room below
+ * any upstream's own cap (Node drops lines past about 1000 silently) for the lines the proxy adds.
+ */
+export const MAX_HEADER_LINES = 100
 
 /** @internal How much of an unread request body the proxy reads after refusing it before it closes the connection. */
 export const DRAIN_BOUND = 64 * 1024
@@ -315,6 +319,10 @@ export const layer = <LR>(options: Proxy.LayerOptions<LR>): Layer.Layer<Proxy.Se
       `wakuwaku/Proxy: maxHeaderLines must be a positive safe integer, got ${String(maxHeaderLines)}`
     )
   }
+  const requestTimeout = Math.min(
+    toMillis(positive(options.requestTimeout ?? "300 seconds", "requestTimeout")),
+    2 ** 31 - 1
+  )
   const rateLimit = options.rateLimit
   const limit = rateLimit === undefined ? undefined : decision.make(rateLimit)
   const key = rateLimit?.key ?? clientIp.resolver({ trustedProxies: options.trustedProxies })
@@ -335,6 +343,8 @@ export const layer = <LR>(options: Proxy.LayerOptions<LR>): Layer.Layer<Proxy.Se
       )
       let closing = false
       const server = Http.createServer(
+        // Node checks its request timeouts every connectionsCheckingInterval (30 s by default).
+        { requestTimeout, connectionsCheckingInterval: Math.max(10, Math.min(30_000, Math.ceil(requestTimeout / 4))) },
         handler({ forwarding, agents, limit, key, maxHeaderLines, runtime, closing: () => closing })
       )
       configure(server)
