@@ -7,6 +7,7 @@
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Metric from "effect/Metric"
+import * as MetricLabel from "effect/MetricLabel"
 import * as Option from "effect/Option"
 import type * as RateLimit from "../../RateLimit.js"
 import * as Redis from "../../Redis.js"
@@ -139,12 +140,13 @@ export const make = <LR>(options: LimitOptions<LR>): Limit<LR> => {
   const mode = onStoreFailure === "fail-open" || onStoreFailure === "fail-closed" ? onStoreFailure : "fallback"
   const local = isFallback(onStoreFailure) ? memory.make(onStoreFailure.store) : undefined
 
-  const counters = Object.fromEntries(
-    DECISIONS.map((
-      decision
-    ) => [decision, decisions.pipe(Metric.tagged("policy", name), Metric.tagged("decision", decision))])
-  ) as Record<RateLimit.Decision, Metric.Metric.Counter<number>>
-  const count = (decision: RateLimit.Decision) => counters[decision].unsafeUpdate(1, [])
+  // One label array per decision, kept: the metric caches its hook by the array's identity, so an update is a
+  // lookup, not a new tagged key hashed in the registry per request.
+  const policyLabel = MetricLabel.make("policy", name)
+  const labels = Object.fromEntries(
+    DECISIONS.map((decision) => [decision, [policyLabel, MetricLabel.make("decision", decision)]])
+  ) as unknown as Record<RateLimit.Decision, ReadonlyArray<MetricLabel.MetricLabel>>
+  const count = (decision: RateLimit.Decision) => decisions.unsafeUpdate(1, labels[decision])
 
   const denied429 = JSON.stringify({
     type: QUOTA_EXCEEDED,
@@ -214,7 +216,7 @@ export const make = <LR>(options: LimitOptions<LR>): Limit<LR> => {
     key: string,
     units: number
   ): Effect.Effect<Verdict, Redis.InvalidInput, LR> => {
-    storeFailures.pipe(Metric.tagged("policy", name), Metric.tagged("reason", error.reason)).unsafeUpdate(1, [])
+    storeFailures.unsafeUpdate(1, [policyLabel, MetricLabel.make("reason", error.reason)])
     const logged = Effect.logWarning(STORE_FAILED[mode]).pipe(
       Effect.annotateLogs({
         "ratelimit.policy": name,

@@ -2,9 +2,9 @@
 import * as HttpApp from "@effect/platform/HttpApp"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
+import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
-import * as Option from "effect/Option"
-import * as Tracer from "effect/Tracer"
+import type * as Tracer from "effect/Tracer"
 import type * as ClientIp from "../../ClientIp.js"
 import type * as RateLimit from "../../RateLimit.js"
 import type * as Redis from "../../Redis.js"
@@ -34,25 +34,15 @@ export const header = <E = never, R = never>(
   }
 }
 
-/** The span attributes of a verdict. */
-const attributesOf = (policy: string, verdict: decision.Verdict, units: number): Record<string, unknown> => ({
-  "ratelimit.policy": policy,
-  "ratelimit.decision": verdict.decision,
-  "ratelimit.cost": units,
-  ...(verdict.remaining !== undefined ? { "ratelimit.remaining": verdict.remaining } : {}),
-  ...(verdict.retryAfter !== undefined ? { "ratelimit.retry_after": verdict.retryAfter } : {})
-})
-
-/**
- * Sets the attributes on the current span, without `Effect.annotateCurrentSpan`'s cost when there is no span (a
- * server with its tracer disabled): that one fails internally with a `NoSuchElementException`, stack trace and all.
- */
-const annotate = (policy: string, verdict: decision.Verdict, units: number): Effect.Effect<void> =>
-  Effect.map(Effect.serviceOption(Tracer.ParentSpan), (span) => {
-    if (Option.isNone(span) || span.value._tag !== "Span") return
-    const attributes = attributesOf(policy, verdict, units)
-    for (const name in attributes) span.value.attribute(name, attributes[name])
-  })
+/** Sets a verdict's attributes on the span, if there is one (a server with its tracer disabled has none). */
+const annotate = (span: Tracer.AnySpan | undefined, policy: string, verdict: decision.Verdict, units: number) => {
+  if (span === undefined || span._tag !== "Span") return
+  span.attribute("ratelimit.policy", policy)
+  span.attribute("ratelimit.decision", verdict.decision)
+  span.attribute("ratelimit.cost", units)
+  if (verdict.remaining !== undefined) span.attribute("ratelimit.remaining", verdict.remaining)
+  if (verdict.retryAfter !== undefined) span.attribute("ratelimit.retry_after", verdict.retryAfter)
+}
 
 const evaluate = <A, E, R>(value: A | Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
   Effect.isEffect(value) ? value : Effect.succeed(value)
@@ -65,14 +55,13 @@ export const middleware = <LR, KE, KR, CE, CR>(options: RateLimit.Options<LR, KE
   const cost = options.cost
 
   const withFields = (response: HttpServerResponse.HttpServerResponse, item: string | undefined) => {
-    const withPolicy = HttpServerResponse.setHeader(
-      response,
-      "ratelimit-policy",
-      fields.appendItem(response.headers["ratelimit-policy"], policy.field)
-    )
+    const field = fields.appendItem(response.headers["ratelimit-policy"], policy.field)
     return item === undefined
-      ? withPolicy
-      : HttpServerResponse.setHeader(withPolicy, "ratelimit", fields.appendItem(response.headers["ratelimit"], item))
+      ? HttpServerResponse.setHeader(response, "ratelimit-policy", field)
+      : HttpServerResponse.setHeaders(response, {
+        "ratelimit-policy": field,
+        "ratelimit": fields.appendItem(response.headers["ratelimit"], item)
+      })
   }
 
   const refusal = (verdict: decision.Verdict) =>
@@ -96,13 +85,28 @@ export const middleware = <LR, KE, KR, CE, CR>(options: RateLimit.Options<LR, KE
         (response) => withFields(response, item)
       )
 
-    return Effect.gen(function*() {
-      const request = yield* HttpServerRequest.HttpServerRequest
-      const name = yield* evaluate(key(request))
-      const units = cost === undefined ? 1 : yield* evaluate(cost(request))
-      const verdict = limit.recall(name, units) ?? (yield* limit.decide(name, units))
-      yield* annotate(policy.name, verdict, units)
-      return verdict.pass ? yield* pass(verdict.limit) : refusal(verdict)
+    const respond = (span: Tracer.AnySpan | undefined, verdict: decision.Verdict, units: number) => {
+      annotate(span, policy.name, verdict, units)
+      return verdict.pass ? pass(verdict.limit) : Effect.succeed(refusal(verdict))
+    }
+    const decide = (span: Tracer.AnySpan | undefined, name: string, units: number) => {
+      const remembered = limit.recall(name, units)
+      return remembered !== undefined
+        ? respond(span, remembered, units)
+        : Effect.flatMap(limit.decide(name, units), (verdict) => respond(span, verdict, units))
+    }
+
+    // One step reads the request and the span from the fiber; plain keys and costs need no more.
+    return Effect.withFiberRuntime((fiber) => {
+      const request = Context.unsafeGet(fiber.currentContext, HttpServerRequest.HttpServerRequest)
+      const span = fiber.currentSpan
+      const name = key(request)
+      const units = cost === undefined ? 1 : cost(request)
+      if (!Effect.isEffect(name) && !Effect.isEffect(units)) return decide(span, name, units)
+      return Effect.flatMap(
+        Effect.zip(evaluate(name), evaluate(units)),
+        ([name, units]) => decide(span, name, units)
+      )
     })
   }
 }
