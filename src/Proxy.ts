@@ -83,6 +83,7 @@ import type * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import type * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as Context from "effect/Context"
 import type * as Duration from "effect/Duration"
+import { dual } from "effect/Function"
 import type * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
@@ -160,18 +161,28 @@ export interface ServeOptions {
  *
  * Closing the layer (SIGINT or SIGTERM under `NodeRuntime.runMain`) shuts down gracefully: the server
  * stops accepting, idle connections close, in-flight requests get up to `shutdownTimeout` to finish.
+ * Dual: `serve(app, options)` or `app.pipe(serve(options))`.
  *
  * @since 0.1.0
  * @category layers
  */
-export const serve: <E, R>(
-  app: HttpApp.Default<E, R>,
-  options: ServeOptions
-) => Layer.Layer<
-  HttpServer.HttpServer,
-  HttpServerError.ServeError,
-  Exclude<R, NodeHttpClient.HttpAgent | HttpServerRequest.HttpServerRequest | Scope.Scope>
-> = internalServe.serve
+export const serve: {
+  (options: ServeOptions): <E, R>(
+    app: HttpApp.Default<E, R>
+  ) => Layer.Layer<
+    HttpServer.HttpServer,
+    HttpServerError.ServeError,
+    Exclude<R, NodeHttpClient.HttpAgent | HttpServerRequest.HttpServerRequest | Scope.Scope>
+  >
+  <E, R>(
+    app: HttpApp.Default<E, R>,
+    options: ServeOptions
+  ): Layer.Layer<
+    HttpServer.HttpServer,
+    HttpServerError.ServeError,
+    Exclude<R, NodeHttpClient.HttpAgent | HttpServerRequest.HttpServerRequest | Scope.Scope>
+  >
+} = dual(2, internalServe.serve)
 
 /**
  * The agents {@link serve} provides {@link make} for the upstream: node:http and node:https

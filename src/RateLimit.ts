@@ -274,15 +274,20 @@ export const policy = <R>(limiter: Limiter<R>): Policy => {
  * The rate-limit middleware; see the module doc. The options are checked now (a limiter of neither
  * kind, or an `onStoreFailure` that is not one of the three, throws a `TypeError`). The result keeps
  * the app's `R` and adds the limiter's, the key's and the cost's; its errors add `InvalidInput` (a bad
- * cost) and those of the key and the cost.
+ * cost) and those of the key and the cost. Dual: `middleware(options)(app)` or `middleware(app, options)`.
  *
  * @since 0.1.0
  * @category middleware
  */
-export const middleware: <LR, KE = never, KR = never, CE = never, CR = never>(
-  options: Options<LR, KE, KR, CE, CR>
-) => <E, R>(app: HttpApp.Default<E, R>) => HttpApp.Default<E | KE | CE | Redis.InvalidInput, R | LR | KR | CR> =
-  internal.middleware
+export const middleware: {
+  <LR, KE = never, KR = never, CE = never, CR = never>(
+    options: Options<LR, KE, KR, CE, CR>
+  ): <E, R>(app: HttpApp.Default<E, R>) => HttpApp.Default<E | KE | CE | Redis.InvalidInput, R | LR | KR | CR>
+  <E, R, LR, KE = never, KR = never, CE = never, CR = never>(
+    app: HttpApp.Default<E, R>,
+    options: Options<LR, KE, KR, CE, CR>
+  ): HttpApp.Default<E | KE | CE | Redis.InvalidInput, R | LR | KR | CR>
+} = internal.dualMiddleware as never
 
 /**
  * The default key: the client's IP, as {@link ClientIp.resolve} finds it with these options (no

@@ -110,3 +110,17 @@ export const middleware = <LR, KE, KR, CE, CR>(options: RateLimit.Options<LR, KE
     })
   }
 }
+
+/**
+ * @internal {@link middleware}, dual: `(app, options)`, or `(options)` giving the middleware. Not `Function.dual`,
+ * whose data-last form would check the options only when applied: here they are checked when it is made.
+ */
+export const dualMiddleware = (
+  ...args: [RateLimit.Options<unknown, unknown, unknown, unknown, unknown>] | [
+    HttpApp.Default<unknown, unknown>,
+    RateLimit.Options<unknown, unknown, unknown, unknown, unknown>
+  ]
+) =>
+  Effect.isEffect(args[0])
+    ? middleware(args[1]!)(args[0])
+    : middleware(args[0] as RateLimit.Options<unknown, unknown, unknown, unknown, unknown>)
