@@ -228,6 +228,12 @@ describe("parse", () => {
       30_000
     ])
     expect(config(["--demo", "--trusted-proxies", "2"]).trustedProxies).toBe(2)
+    expect(config(["--demo"]).rememberDenials).toBe(0)
+    expect(config(["--demo", "--remember-denials", "10000"]).rememberDenials).toBe(10_000)
+    expect(config(["--demo"], { WAKUWAKU_REMEMBER_DENIALS: "5" }).rememberDenials).toBe(5)
+    expect(invalid(["proxy", "--demo", "--remember-denials", "-1"])).toBe(
+      "wakuwaku proxy: --remember-denials: expected a whole number, got \"-1\" (see wakuwaku proxy --help)"
+    )
   })
 
   it.each([

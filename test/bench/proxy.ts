@@ -340,7 +340,7 @@ const main = async (): Promise<void> => {
       String(p),
       ...extra
     ]
-    const ALLOW = ["--capacity", "1000000000", "--refill", "1000000000/1s"]
+    const ALLOW = ["--capacity", "1000000000", "--refill", "1000000000/1s", "--remember-denials", "10000"]
     const noRedisEnv = { ...process.env, REDIS_URL: "" }
 
     const direct = await add("direct to the upstream", undefined, () => [])
@@ -415,7 +415,7 @@ const main = async (): Promise<void> => {
     contenders.splice(contenders.indexOf(plainApp), 2)
 
     // The floods: one address over its limit.
-    const DENY = ["--capacity", "1", "--refill", "1/1h"]
+    const DENY = ["--capacity", "1", "--refill", "1/1h", "--remember-denials", "10000"]
     const floods: Array<Flood> = []
     for (
       const [label, extra, onRedis] of [

@@ -133,10 +133,25 @@ export const resolver = (options?: ClientIp.Options): (input: Input) => string =
   const hopsOf = headerName === "forwarded" ? forwarded : xForwardedFor
   const key = (hop: Address) => keyOf(hop, prefix)
 
+  // The key of a socket address, remembered: most requests come on connections whose address was seen before.
+  const socketKeys = new Map<string, string>()
+  const socketKey = (remote: string, bytes: Address): string => {
+    const known = socketKeys.get(remote)
+    if (known !== undefined) return known
+    const computed = key(bytes)
+    if (socketKeys.size >= 1024) socketKeys.clear()
+    socketKeys.set(remote, computed)
+    return computed
+  }
+
   return ({ headers, remoteAddress }) => {
+    if (trust._tag === "None" && remoteAddress !== undefined) {
+      const known = socketKeys.get(remoteAddress)
+      if (known !== undefined) return known
+    }
     const socket = remoteAddress === undefined ? undefined : parse(remoteAddress)
     if (socket === undefined) return UNKNOWN
-    if (trust._tag === "None") return key(socket)
+    if (trust._tag === "None") return socketKey(remoteAddress!, socket)
     const value = headers[headerName]
     const hops = value === undefined ? [] : hopsOf(value)
     if (trust._tag === "Cidrs") {

@@ -184,9 +184,9 @@ const SECTIONS: ReadonlyArray<{ readonly title: string; readonly flags: Readonly
         name: "remember-denials",
         value: "N",
         env: "WAKUWAKU_REMEMBER_DENIALS",
-        default: "10000",
-        help: "most clients whose denial is remembered until its Retry-After, answered 429\n" +
-          "without asking the store (0: none; a reset elsewhere is seen only then)"
+        default: "0",
+        help: "most clients whose denial is remembered until its Retry-After and answered 429\n" +
+          "without asking the store, such as 10000 (0: none; a reset elsewhere is seen only then)"
       }
     ]
   },

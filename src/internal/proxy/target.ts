@@ -93,6 +93,8 @@ export const removeDotSegments = (path: string): string | undefined => {
  * `OPTIONS` (it names the server, not a path) and refused for any other method.
  */
 export const upstreamPath = (upstream: Upstream, target: string, method = "GET"): string | undefined => {
+  // Most targets hold no dot, percent sign or backslash, and so no dot segment to remove.
+  if (target.charCodeAt(0) === 47 && !/[.%\\]/.test(target)) return upstream.basePath + target
   if (target === "*") return method === "OPTIONS" ? "*" : undefined
   let path: string
   let query: string
