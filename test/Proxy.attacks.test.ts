@@ -313,6 +313,13 @@ describe("5. --key header:NAME and the IP fallback do not share keys", () => {
     expect(await get("", "127.0.0.5")).toBe(429)
     expect(ip({ remoteAddress: "127.0.0.5", headers: { "x-api-key": "k" } })).toBe("x-api-key=k")
     expect(ip({ remoteAddress: "127.0.0.5", headers: {} })).toBe("127.0.0.5")
+    // A key the store will not take (over 4096 bytes) is the client's 400, not the proxy's 500.
+    const huge = await raw(
+      port,
+      `GET / HTTP/1.1\r\nHost: x\r\nX-Api-Key: ${"k".repeat(5000)}\r\nConnection: close\r\n\r\n`
+    )
+    expect(statusOf(huge)).toBe(400)
+    expect(headerOf(huge, "proxy-status")).toBe("wakuwaku; error=http_request_error")
   })
 })
 

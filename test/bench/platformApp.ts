@@ -3,8 +3,9 @@
  * without `RateLimit.middleware` (an allow-everything token bucket per client IP on the embedded store), so
  * that the middleware's CPU per request is the difference of the two.
  *
- * `tsx test/bench/platformApp.ts <port> plain|limited`. Prints `listening <url>` once ready; runs until
- * SIGTERM or SIGINT.
+ * `tsx test/bench/platformApp.ts <port> plain|limited|acquire`. `acquire`: the app runs
+ * `TokenBucket.acquire` itself before answering, and nothing else of the middleware: the floor of any
+ * middleware that asks this limiter. Prints `listening <url>` once ready; runs until SIGTERM or SIGINT.
  */
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
@@ -17,13 +18,17 @@ import { Rate, Redis, TokenBucket } from "wakuwaku"
 import { RateLimit } from "wakuwaku/http"
 
 const [portArg, mode] = process.argv.slice(2)
-if (portArg === undefined || (mode !== "plain" && mode !== "limited")) {
-  console.error("usage: tsx test/bench/platformApp.ts <port> plain|limited")
+if (portArg === undefined || (mode !== "plain" && mode !== "limited" && mode !== "acquire")) {
+  console.error("usage: tsx test/bench/platformApp.ts <port> plain|limited|acquire")
   process.exit(2)
 }
 const hello = Effect.succeed(HttpServerResponse.text("hello, world\n"))
 const limiter = TokenBucket.make<string>("bench", 1_000_000_000, Rate.make(1_000_000_000, "1 second"))
-const app = mode === "plain" ? hello : RateLimit.middleware({ limiter, onStoreFailure: "fail-closed" })(hello)
+const app = mode === "plain"
+  ? hello
+  : mode === "acquire"
+  ? Effect.zipRight(limiter.acquire("127.0.0.1", 1), hello)
+  : RateLimit.middleware({ limiter, onStoreFailure: "fail-closed" })(hello)
 
 HttpServer.serve(app).pipe(
   // No tracer is installed: the server's span per request would be made for nothing, in both apps alike.

@@ -380,6 +380,11 @@ const main = async (): Promise<void> => {
       process.execPath,
       tsx("test/bench/rawProxy.ts", upstreamUrl)
     )
+    const bareLimited = await add(
+      "floor: the bare proxy asking the limiter first (TokenBucket.acquire on a prepared runtime, nothing else)",
+      process.execPath,
+      tsx("test/bench/rawProxy.ts", upstreamUrl, "limited")
+    )
     const fastify = await add(
       "fastify + @fastify/rate-limit (memory) + @fastify/http-proxy",
       process.execPath,
@@ -407,12 +412,17 @@ const main = async (): Promise<void> => {
       process.execPath,
       tsx("test/bench/platformApp.ts", "plain")
     )
+    const acquireApp = await add(
+      "floor: the same app running TokenBucket.acquire itself",
+      process.execPath,
+      tsx("test/bench/platformApp.ts", "acquire")
+    )
     const limitedApp = await add(
       "the same app with `RateLimit.middleware` (embedded store)",
       process.execPath,
       tsx("test/bench/platformApp.ts", "limited")
     )
-    contenders.splice(contenders.indexOf(plainApp), 2)
+    contenders.splice(contenders.indexOf(plainApp), 3)
 
     // The floods: one address over its limit.
     const DENY = ["--capacity", "1", "--refill", "1/1h", "--remember-denials", "10000"]
@@ -448,7 +458,7 @@ const main = async (): Promise<void> => {
         `warm-up, alternating; ${FIXED_RATE} req/s for ${FIXED_MS / 1000} s (open model, this process)\n`
     )
 
-    const apps = [plainApp, limitedApp]
+    const apps = [plainApp, acquireApp, limitedApp]
     const rated = [direct, bare, embedded, withRedis]
     const p50s = new Map<Contender, Array<number>>(rated.map((c) => [c, []]))
     // Warm-up, untimed.
@@ -549,6 +559,9 @@ const main = async (): Promise<void> => {
     console.log(`- throughput, --redis / fastify Redis store = ${t2.toFixed(2)}× (≥ 1.0×): ${verdict(t2 >= 1)}`)
     const t3 = cpu(embedded) / cpu(bare)
     console.log(`- proxy CPU per request, embedded / bare proxy = ${t3.toFixed(2)}× (≤ 1.25×): ${verdict(t3 <= 1.25)}`)
+    console.log(
+      `  (floor: the bare proxy asking the limiter = ${(cpu(bareLimited) / cpu(bare)).toFixed(2)}× the bare proxy)`
+    )
     const t3r = cpu(withRedis) / cpu(bare)
     console.log(`  (--redis / bare proxy = ${t3r.toFixed(2)}×, the proxy's own CPU, redis-server's apart)`)
     const bareAdded = p50(bare) - p50(direct)
@@ -573,6 +586,9 @@ const main = async (): Promise<void> => {
     }
     const mw = cpu(limitedApp) - cpu(plainApp)
     console.log(`- RateLimit.middleware adds ${mw.toFixed(1)} µs CPU per request (≤ 15 µs): ${verdict(mw <= 15)}`)
+    console.log(
+      `  (floor: TokenBucket.acquire alone in the app adds ${(cpu(acquireApp) - cpu(plainApp)).toFixed(1)} µs)`
+    )
     if (nginx !== undefined) {
       console.log(
         `- reference: nginx ${(rps(nginx) / rps(embedded)).toFixed(2)}× wakuwaku's throughput, ` +

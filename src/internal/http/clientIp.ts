@@ -179,5 +179,13 @@ export const resolver = (options?: ClientIp.Options): (input: Input) => string =
 /** @internal {@link resolver} for a server request: its `remoteAddress` and headers. */
 export const make = (options?: ClientIp.Options): (request: HttpServerRequest.HttpServerRequest) => string => {
   const resolve = resolver(options)
-  return (request) => resolve({ remoteAddress: Option.getOrUndefined(request.remoteAddress), headers: request.headers })
+  // The platform builds a request's headers when first read: with no proxy trusted they are never read.
+  const none = trustOf(options?.trustedProxies)._tag === "None"
+  return (request) =>
+    resolve({
+      remoteAddress: Option.getOrUndefined(request.remoteAddress),
+      headers: none ? NO_HEADERS : request.headers
+    })
 }
+
+const NO_HEADERS: Readonly<Record<string, string | undefined>> = {}

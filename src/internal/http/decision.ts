@@ -148,6 +148,7 @@ export const make = <LR>(options: LimitOptions<LR>): Limit<LR> => {
   ) as unknown as Record<RateLimit.Decision, ReadonlyArray<MetricLabel.MetricLabel>>
   const count = (decision: RateLimit.Decision) => decisions.unsafeUpdate(1, labels[decision])
 
+  const quoted = fields.sfString(name)
   const denied429 = JSON.stringify({
     type: QUOTA_EXCEEDED,
     title: "Too Many Requests",
@@ -160,7 +161,7 @@ export const make = <LR>(options: LimitOptions<LR>): Limit<LR> => {
       decision,
       pass: false,
       status: 429,
-      limit: fields.limitField(name, 0, seconds),
+      limit: `${quoted};r=0;t=${seconds}`,
       retryAfter: seconds,
       body: denied429,
       remaining: undefined
@@ -186,7 +187,7 @@ export const make = <LR>(options: LimitOptions<LR>): Limit<LR> => {
     if (admission._tag === "Allowed") {
       return passing(
         viaFallback ? "fallback-allowed" : "allowed",
-        fields.limitField(name, admission.remaining, policy.effectiveWindow(admission.remaining)),
+        `${quoted};r=${admission.remaining};t=${policy.effectiveWindow(admission.remaining)}`,
         admission.remaining
       )
     }

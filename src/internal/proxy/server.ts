@@ -13,6 +13,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 import * as Runtime from "effect/Runtime"
 import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
@@ -263,15 +264,24 @@ export const handler = <LR>(options: HandlerOptions<LR>) => {
           const verdict = exit.value
           return verdict.pass ? forward(request, response, path, verdict) : refuse(request, response, verdict)
         }
-        // A name the store will not take (InvalidInput: a key over 4096 bytes) or a defect: the proxy's 500.
-        warn(request, "the rate limit failed", { cause: Cause.pretty(exit.cause) })
-        answer(
-          request,
-          response,
-          500,
-          { "content-type": "text/plain", "proxy-status": exchange.generatedStatus("proxy_internal_error") },
-          "500 the rate limit could not decide\n"
-        )
+        // A name the store will not take (a key over 4096 bytes, from a header): 400; a defect: 500.
+        const invalid = Cause.failureOption(exit.cause)
+        warn(request, "the rate limit could not decide", { cause: Cause.pretty(exit.cause) })
+        return Option.isSome(invalid)
+          ? answer(
+            request,
+            response,
+            400,
+            { "content-type": "text/plain", "proxy-status": exchange.generatedStatus("http_request_error") },
+            `400 ${invalid.value.message}\n`
+          )
+          : answer(
+            request,
+            response,
+            500,
+            { "content-type": "text/plain", "proxy-status": exchange.generatedStatus("proxy_internal_error") },
+            "500 the rate limit could not decide\n"
+          )
       }
     })
   }
@@ -350,8 +360,9 @@ export const layer = <LR>(options: Proxy.LayerOptions<LR>): Layer.Layer<Proxy.Se
       configure(server)
       // Decided before the body is invited: `100 Continue` only once the limit lets the request through.
       server.on("checkContinue", (request, response) => server.emit("request", request, response))
-      yield* Effect.addFinalizer(() => Effect.sync(() => (closing = true)))
       const address = yield* listen(server, options)
+      // Added after the listener, so it runs first on shutdown: responses while draining close their connections.
+      yield* Effect.addFinalizer(() => Effect.sync(() => (closing = true)))
       return { address, denials: () => limit?.denials?.size ?? 0 }
     })
   )
