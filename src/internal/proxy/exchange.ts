@@ -117,8 +117,26 @@ export const resolve = (options: Proxy.Options): Resolved => {
   }
 }
 
-/** Forwarding headers a client could write to claim an origin; believed from trusted proxies only. */
-const CLAIMS = ["x-real-ip", "x-forwarded-port", "x-forwarded-prefix"] as const
+/**
+ * Headers the proxy sets itself, never copied: the upstream gets its own `Host` (node:http adds it from the
+ * URL, the client's travels in `X-Forwarded-Host`); `Expect` the proxy answers itself, once the limit has let
+ * the request through; the `X-Forwarded-*` it writes below.
+ */
+const SET_BY_PROXY: ReadonlySet<string> = new Set([
+  "host",
+  "expect",
+  "x-forwarded-for",
+  "x-forwarded-proto",
+  "x-forwarded-host"
+])
+
+/** …and, from a peer that is not trusted, the forwarding headers it could write to claim an origin. */
+const SET_BY_PROXY_OR_CLAIMED: ReadonlySet<string> = new Set([
+  ...SET_BY_PROXY,
+  "x-real-ip",
+  "x-forwarded-port",
+  "x-forwarded-prefix"
+])
 
 /** @internal Whether a request carries a body: a `Transfer-Encoding`, or a `Content-Length` above 0. */
 export const hasBody = (headers: Http.IncomingHttpHeaders): boolean => {
@@ -137,31 +155,26 @@ export const requestHeaders = (
   withBody: boolean,
   options: Resolved
 ): Record<string, string | Array<string>> => {
-  const headers = endToEnd<string | Array<string>>(incoming)
-  // The upstream gets its own Host (node:http adds it from the URL); the client's travels in X-Forwarded-Host.
-  delete headers["host"]
-  // The proxy answers `Expect: 100-continue` itself, once the limiter has let the request through.
-  delete headers["expect"]
+  const peer = peerAddress === undefined ? undefined : normalizeAddress(peerAddress)
+  const fromTrusted = peer !== undefined && options.trusted(peer)
+  const headers = endToEnd<string | Array<string>>(incoming, fromTrusted ? SET_BY_PROXY : SET_BY_PROXY_OR_CLAIMED)
+  // The transfer codings are kept (`gzip, chunked`: the body is still gzip-coded); node:http frames it chunked,
+  // which it must end with. A body of unknown length is sent chunked, whatever the method.
   const transferEncoding = incoming["transfer-encoding"]
   if (withBody) {
-    // The transfer codings are kept (`gzip, chunked`: the body is still gzip-coded); node:http frames it chunked,
-    // which it must end with. A body of unknown length is sent chunked, whatever the method.
     if (transferEncoding !== undefined) headers["transfer-encoding"] = transferEncoding
     else if (headers["content-length"] === undefined) headers["transfer-encoding"] = "chunked"
   }
-  const peer = peerAddress === undefined ? undefined : normalizeAddress(peerAddress)
-  const fromTrusted = peer !== undefined && options.trusted(peer)
-  if (peer !== undefined) {
-    const chain = incoming["x-forwarded-for"]
-    headers["x-forwarded-for"] = chain === undefined ? peer : `${chain}, ${peer}`
-  }
+  const chain = incoming["x-forwarded-for"]
+  if (peer !== undefined) headers["x-forwarded-for"] = chain === undefined ? peer : `${chain}, ${peer}`
+  else if (chain !== undefined) headers["x-forwarded-for"] = chain
   // A trusted proxy in front (a TLS load balancer) knows the original scheme and host; anyone else's claim is replaced.
-  if (!(fromTrusted && incoming["x-forwarded-proto"] !== undefined)) headers["x-forwarded-proto"] = "http"
-  if (!(fromTrusted && incoming["x-forwarded-host"] !== undefined)) {
-    if (incoming["host"] === undefined) delete headers["x-forwarded-host"]
-    else headers["x-forwarded-host"] = incoming["host"]
-  }
-  if (!fromTrusted) { for (const name of CLAIMS) delete headers[name] }
+  const proto = incoming["x-forwarded-proto"]
+  headers["x-forwarded-proto"] = fromTrusted && proto !== undefined ? proto : "http"
+  const forwardedHost = fromTrusted && incoming["x-forwarded-host"] !== undefined
+    ? incoming["x-forwarded-host"]
+    : incoming["host"]
+  if (forwardedHost !== undefined) headers["x-forwarded-host"] = forwardedHost
   return headers
 }
 
