@@ -356,16 +356,18 @@ const invalidArgs = (error: unknown): Invalid => {
 const parseProxy = (argv: ReadonlyArray<string>, env: Readonly<Record<string, string | undefined>>): Command => {
   // A value may start with one dash (`--max-entries -1` is a bad number, not a missing value): parseArgs
   // calls that ambiguous, so such a value is attached to its flag first.
-  const args = argv.flatMap((arg, i) => {
-    const previous = argv[i - 1]
-    const takesValue = previous !== undefined && FLAGS.get(previous.slice(2))?.value !== undefined
-    if (takesValue && previous.startsWith("--") && !previous.includes("=") && /^-(?!-)/.test(arg)) return []
+  const args: Array<string> = []
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!
     const next = argv[i + 1]
-    return FLAGS.get(arg.slice(2))?.value !== undefined && arg.startsWith("--") && next !== undefined &&
-        /^-(?!-)/.test(next)
-      ? [`${arg}=${next}`]
-      : [arg]
-  })
+    const takesValue = arg.startsWith("--") && FLAGS.get(arg.slice(2))?.value !== undefined
+    if (takesValue && next !== undefined && /^-(?!-)/.test(next)) {
+      args.push(`${arg}=${next}`)
+      i++
+    } else {
+      args.push(arg)
+    }
+  }
   let tokens
   try {
     tokens = parseArgs({ args, options: PARSE_OPTIONS, strict: true, allowPositionals: false, tokens: true }).tokens
