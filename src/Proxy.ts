@@ -1,19 +1,34 @@
 /**
- * Proxy: a reverse proxy built on @effect/platform's `HttpServer` (Node) and node:http's `request`, to
- * put a rate limiter (`wakuwaku/http`'s `RateLimit.middleware`) in front of a service that has none. It
- * is what `wakuwaku proxy` runs. Import it from `wakuwaku/Proxy`; it needs `@effect/platform` and
- * `@effect/platform-node` (optional peers, which the core `wakuwaku` never loads).
+ * Proxy: a rate-limiting reverse proxy, to put a `TokenBucket` or a `FixedWindow` in front of a service
+ * that has none. Import it from `wakuwaku/Proxy`; it needs `@effect/platform` and `@effect/platform-node`
+ * (optional peers, which the core `wakuwaku` never loads). It has two front ends over one forwarding core:
  *
- * {@link make} is an `HttpApp` that forwards each request to one upstream and streams the response
- * back; {@link serve} runs an app on a Node HTTP server with a graceful shutdown.
+ * - {@link layer}: what `wakuwaku proxy` runs. A scoped `Layer` that serves the proxy on a **node:http
+ *   server of its own**: each request is checked, keyed, decided by the rate limit and forwarded with
+ *   node:http's `request` on keep-alive agents, its response written straight to Node. The limiter runs on
+ *   the Effect runtime the layer is built in, so its requirements (`Redis`, `Write<TokenBucket.Entity>`)
+ *   stay in the layer's type, and the layer has the graceful shutdown of {@link serve}. A denial the store
+ *   returned may be remembered until its `retryAfter` (`rateLimit.rememberDenials`), and then a flood of
+ *   requests over the limit is answered without running any Effect or calling the store.
+ * - {@link make} and {@link serve}: the forwarding as an @effect/platform `HttpApp`, served on
+ *   @effect/platform-node's `HttpServer`, for composing with other platform middleware
+ *   (`RateLimit.middleware`). The same forwarding, headers and failures; a fiber and the platform's
+ *   request and response objects per request cost more CPU (docs/http.md, "Overhead").
  *
- * **Why node:http and not `HttpClient`.** Forwarding through @effect/platform's `HttpClient` cost about
- * 0.84 ms of CPU per request on a 2-core machine, most of the proxy's cost; {@link make} pipes the raw
- * Node request into `http.request` on a keep-alive agent instead, and hands the upstream's response to
- * the Node server as a raw body (docs/http.md, "Overhead", has the figures).
+ * **Why node:http for the upstream, and for `layer`'s server.** Forwarding through @effect/platform's
+ * `HttpClient` cost about 0.84 ms of CPU per request on a 2-core machine, and serving on the platform's
+ * `HttpServer` alone costs more than a bare node:http proxy does in all; docs/http.md has the figures.
  *
- * **What it forwards.** The method, the path and query (after the upstream URL's own path), the
- * headers and the body. Bodies stream in both directions, never buffered, with backpressure both ways:
+ * **What it checks first.** A request with more header lines than `maxHeaderLines` (default 100) is a
+ * 431: every line is counted, none is dropped (Node's own `maxHeadersCount` silently drops lines past
+ * about 1000). A target whose path climbs with dot segments is forwarded with them removed (RFC 3986
+ * §5.2.4, `%2e` and `..;x` counting as dots), so it stays under the upstream's base path; one that hides a
+ * dot segment behind `%2F`, `%5C` or `\` is a 400. `OPTIONS *` is forwarded as it is. A request is
+ * decided before its body is invited (`100 Continue` only once the limit lets it through), and a refusal
+ * that leaves a body unread closes the connection after reading at most 64 KiB more of it.
+ *
+ * **What it forwards.** The method, the path and query (after the upstream URL's own path, dot segments
+ * removed), the headers and the body. Bodies stream in both directions, never buffered, with backpressure both ways:
  * an upstream that reads an upload slowly slows the client down, and a client that reads a download
  * slowly slows the upstream. Memory stays bounded however large the bodies are (see docs/http.md for
  * the measurements). `Content-Length` is kept when the sender gave one; otherwise the body is chunked.
@@ -25,10 +40,13 @@
  *   `Connection: keep-alive`) is then added per connection, on each side.
  * - The request's `Host` becomes the upstream's; the client's `Host` travels in `X-Forwarded-Host`.
  *   `X-Forwarded-Proto` is `http`. Both are kept as they came when the peer is one of `trustedProxies`
- *   (a TLS load balancer in front knows the original scheme and host).
+ *   (a TLS load balancer in front knows the original scheme and host). `X-Real-IP`, `X-Forwarded-Port`
+ *   and `X-Forwarded-Prefix` pass from trusted proxies only; anyone else's are dropped.
+ * - Transfer codings other than `chunked` (`Transfer-Encoding: gzip, chunked`) are kept, both ways: the
+ *   body is still coded, and Node re-frames it chunked. A 204 loses its `Content-Length`.
  * - The peer's address (IPv4-mapped IPv6 written as IPv4) is appended to `X-Forwarded-For`, whoever the
  *   peer is; which entry to believe is the limiter's business (`RateLimit.clientIp({ trustedProxies })`).
- * - `Expect` is dropped: the proxy's own server has already answered `100-continue`.
+ * - `Expect` is dropped: the proxy answers `100-continue` itself, once the limit has let the request in.
  *
  * **Telling the proxy's responses from the upstream's: `Proxy-Status` (RFC 9209).** Every response
  * carries a `Proxy-Status` member named `wakuwaku`, appended after any that nearer intermediaries set:
@@ -40,19 +58,25 @@
  * | the upstream refuses the connection | 502 | `connection_refused` |
  * | it resets or closes it before a response | 502 | `connection_terminated` |
  * | its host name does not resolve / it cannot be reached | 502 | `dns_error` / `destination_unavailable` |
- * | its response is not valid HTTP | 502 | `http_protocol_error` |
+ * | its response is not valid HTTP, or a 101 nobody asked for | 502 | `http_protocol_error` |
  * | connecting times out (the OS's connect timeout) | 504 | `connection_timeout` |
  * | no response head within `timeout` of the request being sent | 504 | `http_response_timeout` |
  * | a limiter's 429 (any response not from the upstream, under {@link serve}) | 429 | `http_request_denied` |
  * | any other response that did not come from the upstream | as made | `proxy_internal_response` |
+ * | a request that is not HTTP/1.1, or a target that cannot be forwarded | 400 | `http_request_error` |
+ * | a request not received within `requestTimeout` | 408 | `http_request_error` |
+ * | too many header lines (`details="too many header lines"`), or a head over 16 KiB | 431 | `http_request_error` |
+ * | an `Expect` other than `100-continue` | 417 | `http_request_error` |
  *
  * So an upstream's own 502 says `received-status=502`, and the proxy's says `error=…`.
  *
  * **Caveats.**
  * - `timeout` bounds the wait for the response's head, counted from when the request (its body
  *   included) has been handed to the upstream connection. A response body that stalls halfway, or an
- *   upstream that stops reading a request body, is bounded only by the client and by Node's server
- *   timeouts (`requestTimeout`, 300 s, for receiving a whole request).
+ *   upstream that stops reading a request body, is bounded only by the client and by the server's
+ *   `requestTimeout` (300 s by default, an option of {@link layer}) for receiving a whole request.
+ * - A remembered denial (`rememberDenials`) is not lifted by a `reset` of its name elsewhere until it
+ *   ends (at most its `retryAfter`); see `RateLimit`'s module doc.
  * - A response body cut short by the upstream reaches the client cut short: the client's connection is
  *   dropped rather than ended, so it cannot mistake the part for the whole.
  * - Upgrades (WebSocket) and `CONNECT` are not proxied: `Upgrade` is a hop-by-hop header, so an
@@ -65,12 +89,28 @@
  * ```ts
  * import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
  * import { Layer } from "effect"
+ * import { ClientIp } from "wakuwaku/http"
+ * import { Rate, Redis, TokenBucket } from "wakuwaku"
  * import * as Proxy from "wakuwaku/Proxy"
  *
- * const app = Proxy.make({ upstream: "http://127.0.0.1:3000", timeout: "10 seconds" })
+ * const trustedProxies = ["10.0.0.0/8"]
  *
  * // Serves until SIGINT or SIGTERM, then drains for up to 10 seconds.
- * Proxy.serve(app, { port: 8080 }).pipe(Layer.launch, NodeRuntime.runMain)
+ * Proxy.layer({
+ *   upstream: "http://127.0.0.1:3000",
+ *   port: 8080,
+ *   trustedProxies,
+ *   rateLimit: {
+ *     limiter: TokenBucket.make<string>("edge", 20, Rate.make(1, "3 seconds")),
+ *     key: ClientIp.resolve({ trustedProxies }),
+ *     onStoreFailure: "fail-closed",
+ *     rememberDenials: 10_000
+ *   }
+ * }).pipe(
+ *   Layer.provide(Redis.layer({ url: "redis://127.0.0.1:6379", commandTimeout: "500 millis" })),
+ *   Layer.launch,
+ *   NodeRuntime.runMain
+ * )
  * ```
  *
  * @since 0.1.0
@@ -81,12 +121,17 @@ import type * as HttpServer from "@effect/platform/HttpServer"
 import type * as HttpServerError from "@effect/platform/HttpServerError"
 import type * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import type * as HttpServerResponse from "@effect/platform/HttpServerResponse"
-import * as Data from "effect/Data"
+import * as Context from "effect/Context"
 import type * as Duration from "effect/Duration"
+import { dual } from "effect/Function"
 import type * as Layer from "effect/Layer"
+import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
+import type * as ClientIp from "./ClientIp.js"
 import * as internal from "./internal/proxy/forward.js"
 import * as internalServe from "./internal/proxy/serve.js"
+import * as internalServer from "./internal/proxy/server.js"
+import type * as RateLimit from "./RateLimit.js"
 
 /**
  * Options of {@link make}.
@@ -156,18 +201,28 @@ export interface ServeOptions {
  *
  * Closing the layer (SIGINT or SIGTERM under `NodeRuntime.runMain`) shuts down gracefully: the server
  * stops accepting, idle connections close, in-flight requests get up to `shutdownTimeout` to finish.
+ * Dual: `serve(app, options)` or `app.pipe(serve(options))`.
  *
  * @since 0.1.0
  * @category layers
  */
-export const serve: <E, R>(
-  app: HttpApp.Default<E, R>,
-  options: ServeOptions
-) => Layer.Layer<
-  HttpServer.HttpServer,
-  HttpServerError.ServeError,
-  Exclude<R, NodeHttpClient.HttpAgent | HttpServerRequest.HttpServerRequest | Scope.Scope>
-> = internalServe.serve
+export const serve: {
+  (options: ServeOptions): <E, R>(
+    app: HttpApp.Default<E, R>
+  ) => Layer.Layer<
+    HttpServer.HttpServer,
+    HttpServerError.ServeError,
+    Exclude<R, NodeHttpClient.HttpAgent | HttpServerRequest.HttpServerRequest | Scope.Scope>
+  >
+  <E, R>(
+    app: HttpApp.Default<E, R>,
+    options: ServeOptions
+  ): Layer.Layer<
+    HttpServer.HttpServer,
+    HttpServerError.ServeError,
+    Exclude<R, NodeHttpClient.HttpAgent | HttpServerRequest.HttpServerRequest | Scope.Scope>
+  >
+} = dual(2, internalServe.serve)
 
 /**
  * The agents {@link serve} provides {@link make} for the upstream: node:http and node:https
@@ -217,17 +272,27 @@ export type ProxyErrorReason =
 
 /**
  * A request the proxy could not forward, or whose response did not come. {@link make} turns it into a
- * response (see {@link response}) and logs it at warning level; it never reaches the error channel.
+ * response (see {@link response}) and logs it at warning level; it never reaches the error channel. A
+ * `Schema.TaggedError`.
  *
  * @since 0.1.0
  * @category errors
  */
-export class ProxyError extends Data.TaggedError("ProxyError")<{
+export class ProxyError extends Schema.TaggedError<ProxyError>("wakuwaku/ProxyError")("ProxyError", {
   /** Why. */
-  readonly reason: ProxyErrorReason
-  /** What the client or the socket said. */
-  readonly cause: unknown
-}> {
+  reason: Schema.Literal(
+    "Refused",
+    "Reset",
+    "Unresolved",
+    "Unreachable",
+    "Protocol",
+    "ConnectTimeout",
+    "Timeout",
+    "RequestBody"
+  ),
+  /** What the client or the socket said (`Schema.Defect` encodes it across an API). */
+  cause: Schema.Defect
+}) {
   /** The status the proxy answers with: 502, 504 or 400. */
   get status(): number {
     return internal.STATUS[this.reason].status
@@ -245,3 +310,126 @@ export class ProxyError extends Data.TaggedError("ProxyError")<{
  * @category errors
  */
 export const response: (error: ProxyError) => HttpServerResponse.HttpServerResponse = internal.errorResponse
+
+/**
+ * What a {@link Key} reads of a request: the socket's address and the request headers (lowercase names),
+ * as `ClientIp.resolve` takes them.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type KeyInput = ClientIp.Input
+
+/**
+ * How {@link layer} keys a request for its rate limit: a name, computed at once. `ClientIp.resolve(options)`
+ * is one; {@link header} another.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Key = (request: KeyInput) => string
+
+/**
+ * Keys by a request header's value; without it (or when empty), by `orElse` (default the client's IP,
+ * `ClientIp.resolve()`). A header's keys are `<name>=<value>`, which no address key can be, so a client
+ * that sends `X-Api-Key: 127.0.0.5` does not spend the bucket of the client at 127.0.0.5. The client
+ * writes its headers: use this only for a header that something in front checks.
+ *
+ * @since 0.1.0
+ * @category keys
+ */
+export const header: (name: string, options?: { readonly orElse?: Key | undefined }) => Key = internalServer.headerKey
+
+/**
+ * The rate limit of {@link layer}: what `RateLimit.middleware` takes, with a {@link Key} that reads the
+ * raw request (cost 1 per request).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface RateLimitOptions<LR> {
+  /** The limiter: a `TokenBucket<string>` or a `FixedWindow<string>`. */
+  readonly limiter: RateLimit.Limiter<LR>
+  /** How requests are keyed. Default the client's IP, believing `X-Forwarded-For` from `trustedProxies`. */
+  readonly key?: Key | undefined
+  /** What to do when the store fails. */
+  readonly onStoreFailure: RateLimit.OnStoreFailure
+  /** The denial memory (see `RateLimit.Options`): how many names' denials to remember. Default 0: none. */
+  readonly rememberDenials?: number | undefined
+}
+
+/**
+ * Options of {@link layer}: the forwarding ({@link Options}), the server ({@link ServeOptions}) and an
+ * optional rate limit.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface LayerOptions<LR> extends Options, ServeOptions {
+  /** The rate limit in front of the upstream; none: every request is forwarded. */
+  readonly rateLimit?: RateLimitOptions<LR> | undefined
+  /** The most header lines a request may have; past it, 431. Default 100 (Apache's `LimitRequestFields`). */
+  readonly maxHeaderLines?: number | undefined
+  /** How long a client has to send a whole request (head and body); past it, 408. Default 300 seconds. */
+  readonly requestTimeout?: Duration.DurationInput | undefined
+}
+
+/**
+ * Where a server listens.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Address {
+  readonly host: string
+  readonly port: number
+}
+
+/**
+ * The proxy {@link layer} runs: where it listens, and how many denials it remembers now.
+ *
+ * @since 0.1.0
+ * @category tags
+ */
+export class Server extends Context.Tag("wakuwaku/Proxy/Server")<Server, {
+  readonly address: Address
+  /** How many names the denial memory holds now. */
+  readonly denials: () => number
+}>() {}
+
+/**
+ * The server could not listen (the port is taken, the address is not this host's).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class ListenError extends Schema.TaggedError<ListenError>("wakuwaku/Proxy/ListenError")("ListenError", {
+  port: Schema.Number,
+  host: Schema.optional(Schema.String),
+  cause: Schema.Defect
+}) {
+  override get message(): string {
+    return `cannot listen: ${this.cause instanceof Error ? this.cause.message : String(this.cause)}`
+  }
+}
+
+/**
+ * The rate-limiting reverse proxy on a node:http server of its own, for the layer's lifetime: what
+ * `wakuwaku proxy` runs. Each request is checked (header lines, target), keyed and decided by the rate
+ * limit, and forwarded as {@link make} forwards it, with the same headers, `Proxy-Status` and failures;
+ * the limit's refusals carry the middleware's fields and bodies.
+ *
+ * It is built on node:http directly, not on @effect/platform's `HttpServer`, for speed: the limiter runs
+ * on the Effect runtime the layer is built in (its requirements `LR` stay in the layer's type), a
+ * remembered denial is answered without running any Effect, and the response is written straight to
+ * Node. A request is decided before its body is invited (`100 Continue` only once allowed); a refusal
+ * that leaves a body unread closes the connection instead of reading it. Throws on bad options, as
+ * {@link make} and `RateLimit.middleware` do.
+ *
+ * Closing the layer shuts down as {@link serve} does.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer: <LR = never>(options: LayerOptions<LR>) => Layer.Layer<Server, ListenError, LR> =
+  internalServer.layer

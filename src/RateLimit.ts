@@ -17,6 +17,14 @@
  *   embedded memory store capped at `maxEntries` names. Every failure is logged (a warning, per
  *   request) and counted in {@link storeFailures}.
  *
+ * **Denial memory** (`rememberDenials: n`, off by default). A denial the store returned is remembered in
+ * this process, for the same name and cost, until its `retryAfter`: further requests of that client are
+ * answered 429 from memory, with no store call. This changes no decision: a token bucket cannot refill
+ * into an earlier allowance, a fixed window's count only grows until it ends, and other replicas can only
+ * spend more. The one exception is a `reset` of the name elsewhere, which this process does not see until
+ * the remembered denial ends. The memory holds at most `n` names (past it, the one remembered longest ago
+ * is dropped); a denial ends no later than the store's and its `Retry-After` is never earlier.
+ *
  * **Header fields.** The fields of draft-ietf-httpapi-ratelimit-headers-11 ({@link draft}), Structured
  * Field Lists named by the limiter's namespace: `RateLimit-Policy: "login";q=20;w=60` and
  * `RateLimit: "login";r=19;t=3`. Stacked middlewares each append their item, so a response lists
@@ -96,7 +104,8 @@ import type * as TokenBucket from "./TokenBucket.js"
 export const draft: "draft-ietf-httpapi-ratelimit-headers-11" = fields.DRAFT
 
 /**
- * What the middleware needs of a token bucket (a `TokenBucket<string>` fits).
+ * What the middleware needs of a token bucket: a `TokenBucket<string>`, told apart by its type id
+ * (`TokenBucket.isTokenBucket`), so an object of this shape that `TokenBucket.make` did not make is refused.
  *
  * @since 0.1.0
  * @category models
@@ -112,7 +121,8 @@ export interface TokenBucketLimiter<R> {
 }
 
 /**
- * What the middleware needs of a fixed window (a `FixedWindow<string>` fits).
+ * What the middleware needs of a fixed window: a `FixedWindow<string>`, told apart by its type id
+ * (`FixedWindow.isFixedWindow`).
  *
  * @since 0.1.0
  * @category models
@@ -176,7 +186,7 @@ export interface Fallback {
  * @since 0.1.0
  * @category type ids
  */
-export const FallbackTypeId: unique symbol = Symbol.for("wakuwaku/http/RateLimit/Fallback")
+export const FallbackTypeId: unique symbol = internal.FallbackTypeId
 
 /**
  * @since 0.1.0
@@ -208,6 +218,11 @@ export interface Options<LR, KE = never, KR = never, CE = never, CR = never> {
   readonly cost?: Cost<CE, CR> | undefined
   /** What to do when the store fails. Required: the choice is the caller's. */
   readonly onStoreFailure: OnStoreFailure
+  /**
+   * The denial memory: how many names' denials to remember in this process until their `retryAfter`, so
+   * that a client over its limit is answered without a store call (see the module doc). Default 0: none.
+   */
+  readonly rememberDenials?: number | undefined
 }
 
 /**
@@ -259,15 +274,20 @@ export const policy = <R>(limiter: Limiter<R>): Policy => {
  * The rate-limit middleware; see the module doc. The options are checked now (a limiter of neither
  * kind, or an `onStoreFailure` that is not one of the three, throws a `TypeError`). The result keeps
  * the app's `R` and adds the limiter's, the key's and the cost's; its errors add `InvalidInput` (a bad
- * cost) and those of the key and the cost.
+ * cost) and those of the key and the cost. Dual: `middleware(options)(app)` or `middleware(app, options)`.
  *
  * @since 0.1.0
  * @category middleware
  */
-export const middleware: <LR, KE = never, KR = never, CE = never, CR = never>(
-  options: Options<LR, KE, KR, CE, CR>
-) => <E, R>(app: HttpApp.Default<E, R>) => HttpApp.Default<E | KE | CE | Redis.InvalidInput, R | LR | KR | CR> =
-  internal.middleware
+export const middleware: {
+  <LR, KE = never, KR = never, CE = never, CR = never>(
+    options: Options<LR, KE, KR, CE, CR>
+  ): <E, R>(app: HttpApp.Default<E, R>) => HttpApp.Default<E | KE | CE | Redis.InvalidInput, R | LR | KR | CR>
+  <E, R, LR, KE = never, KR = never, CE = never, CR = never>(
+    app: HttpApp.Default<E, R>,
+    options: Options<LR, KE, KR, CE, CR>
+  ): HttpApp.Default<E | KE | CE | Redis.InvalidInput, R | LR | KR | CR>
+} = internal.dualMiddleware as never
 
 /**
  * The default key: the client's IP, as {@link ClientIp.resolve} finds it with these options (no

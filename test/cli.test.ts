@@ -45,7 +45,8 @@ const FLAGS: ReadonlyArray<readonly [string, string]> = [
   ["redis", "REDIS_URL"],
   ["store-timeout", "WAKUWAKU_STORE_TIMEOUT"],
   ["on-store-failure", "WAKUWAKU_ON_STORE_FAILURE"],
-  ["max-entries", "WAKUWAKU_MAX_ENTRIES"]
+  ["max-entries", "WAKUWAKU_MAX_ENTRIES"],
+  ["remember-denials", "WAKUWAKU_REMEMBER_DENIALS"]
 ]
 
 const config = (argv: ReadonlyArray<string>, env: Record<string, string> = {}): Config => {
@@ -227,6 +228,12 @@ describe("parse", () => {
       30_000
     ])
     expect(config(["--demo", "--trusted-proxies", "2"]).trustedProxies).toBe(2)
+    expect(config(["--demo"]).rememberDenials).toBe(0)
+    expect(config(["--demo", "--remember-denials", "10000"]).rememberDenials).toBe(10_000)
+    expect(config(["--demo"], { WAKUWAKU_REMEMBER_DENIALS: "5" }).rememberDenials).toBe(5)
+    expect(invalid(["proxy", "--demo", "--remember-denials", "-1"])).toBe(
+      "wakuwaku proxy: --remember-denials: expected a whole number, got \"-1\" (see wakuwaku proxy --help)"
+    )
   })
 
   it.each([
@@ -340,9 +347,18 @@ describe("running", () => {
     expect(stderr).toBe(`wakuwaku proxy: cannot listen: listen EADDRINUSE: address already in use 127.0.0.1:${port}\n`)
   })
 
-  it("a Redis that cannot be reached: one line on stderr, exit code 1", async () => {
+  it("a Redis that cannot be reached under fail-closed: one line on stderr, exit code 1", async () => {
     const port = await closedPort()
-    const { code, stderr } = await runCli(["proxy", "--demo", "--port", "0", "--redis", `redis://127.0.0.1:${port}`])
+    const { code, stderr } = await runCli([
+      "proxy",
+      "--demo",
+      "--port",
+      "0",
+      "--redis",
+      `redis://127.0.0.1:${port}`,
+      "--on-store-failure",
+      "fail-closed"
+    ])
     expect(code).toBe(1)
     expect(stderr).toMatch(/^wakuwaku proxy: Redis connect failed \(Connection\): [^\n]+\n$/)
   })

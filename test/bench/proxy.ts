@@ -1,49 +1,53 @@
 /**
- * `npm run bench` (fourth part): what `wakuwaku proxy` costs in front of an upstream, direct against
- * proxied, in the same run, rounds alternated A B C A B C.
+ * `npm run bench` (fifth part): `wakuwaku proxy` against what a TypeScript team would run instead, in one
+ * run, every contender in a process of its own in front of the same static upstream, rounds alternated.
  *
- * - Upstream: `test/load/upstream.ts` (node:http on loopback, `200` with a 13-byte body, keep-alive) in
- *   a process of its own.
- * - Proxy: the built CLI, `node dist/bin.js proxy`, in a process of its own, in front of that upstream,
- *   with an allow-everything limit (a token bucket of capacity 10^9 refilled 10^9 per second, on the
- *   embedded memory store, keyed by client IP): every request is limited, and every one is allowed.
- * - Max throughput: `wrk -c 64 -t 2 -d 10s --timeout 10s --latency`, direct to the upstream and
- *   through the proxy: requests per second, and latency p50 and p99 from wrk's distribution (its
- *   `--timeout` raised from 2 s, so that slow responses count in the latencies instead of being dropped).
- * - Same fixed rate: the open-model attacker of `npm run loadtest` (`test/load/attack.ts`) from this
- *   process (wrk2 is not available), direct and proxied, at 100 and at 1000 requests per second for
- *   5 s each: p50 and p99 over 500 and 5000 requests. An open model keeps sending when the server
- *   falls behind, so a rate above the proxy's capacity shows as queueing in its latencies.
- * - Reference (no target): a bare node:http reverse proxy (`test/bench/rawProxy.ts`: no Effect, no
- *   limiter, no header rewriting) in a process of its own, measured the same way: what forwarding alone
- *   costs in Node on this machine.
+ * - **Upstream**: nginx `return 200` (a 13-byte body, keep-alive) when nginx is on PATH or at
+ *   /usr/sbin/nginx, else `test/load/upstream.ts` (node:http); the bench says which.
+ * - **Contenders**: direct to the upstream; nginx `limit_req` per address + `proxy_pass` (keep-alive), the
+ *   native reference (skipped, with a line saying so, when nginx is missing); a bare node:http proxy
+ *   (`rawProxy.ts`: keep-alive agent, `pipe`, no limiter); fastify 5 + @fastify/rate-limit +
+ *   @fastify/http-proxy (`fastifyProxy.ts`) with its memory store and with its Redis store; the built
+ *   `wakuwaku proxy` (`node dist/bin.js proxy`) on its embedded store and with `--redis`. Every limit
+ *   allows everything (a token bucket of 10^9 refilled 10^9 per second, nginx's 10^6 r/s with a burst), so
+ *   every request is counted and forwarded. The Redis contenders share one throwaway redis-server.
+ * - **Throughput and CPU**: `wrk -t1 -c32 -d<s>s` per contender per round after one warm-up; CPU per
+ *   request is the contender's utime + stime (/proc/<pid>/stat) over the requests wrk completed, and for
+ *   the Redis contenders redis-server's too, shown apart.
+ * - **p50 added at 1000 req/s**: the open-model attacker of `npm run loadtest` at 1000 req/s, direct, through
+ *   the bare proxy and through `wakuwaku proxy` (both stores); added = the contender's p50 − direct's.
+ * - **Flood**: one address over its limit (a bucket of 1, refilled 1 per hour), `wrk -t1 -c32`, against
+ *   `wakuwaku proxy` on each store: 429s per second, against the proxy's forwarding throughput of the same
+ *   round, and Redis commands per 429 after the first denial (redis-server's `total_commands_processed`).
+ * - **Middleware**: an @effect/platform-node `HttpServer` app answering a fixed text, with and without
+ *   `RateLimit.middleware` (embedded store, allow-everything), `wrk -t1 -c32`: CPU per request of each.
  *
- * One untimed warm-up of each kind per path, then 5 timed rounds of each; medians over rounds with
- * min–max. Every response must be a 200 and every request sent on schedule, or the benchmark stops.
- * CPU per request (wrk rounds) is utime + stime of the upstream and the proxy from /proc/<pid>/stat; the
- * CPU other processes used meanwhile is /proc/stat minus the three servers, this process and its
- * reaped children (wrk).
+ * `--quick`: one round of 2 s runs. The full run: 3 rounds of 4 s (a few minutes in all). The CPU other
+ * processes used during the measurement is printed at the end.
  */
 import { type ChildProcess, spawn, type SpawnOptionsWithStdioTuple } from "node:child_process"
-import { existsSync, readFileSync } from "node:fs"
-import { connect, createServer } from "node:net"
-import { availableParallelism } from "node:os"
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs"
+import { connect, createConnection, createServer } from "node:net"
+import { availableParallelism, tmpdir } from "node:os"
 import { delimiter, join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { attack } from "../load/attack.js"
 import { metrics } from "../load/report.js"
 import { clockTicks, machineTicks, median, otherCpuLine, processTicks, stat } from "./measure.js"
 
-/** `--quick` (development): one timed round of shorter runs. */
 const QUICK = process.argv.includes("--quick")
-const ROUNDS = QUICK ? 1 : 5
-const WRK_SECONDS = QUICK ? 3 : 10
-const WRK_CONNECTIONS = 64
-const WRK_THREADS = 2
-/** Fixed rates: one well within the proxy's capacity, one at the figure the issue suggests. */
-const FIXED_RATES = [100, 1000] as const
-const FIXED_MS = QUICK ? 2000 : 5000
+const ROUNDS = QUICK ? 1 : 3
+const WRK_SECONDS = QUICK ? 2 : 4
+const WRK_CONNECTIONS = 32
+const WRK_THREADS = 1
+const FIXED_RATE = 1000
+const FIXED_MS = QUICK ? 2000 : 3000
 const ROOT = fileURLToPath(new URL("../../", import.meta.url))
+const NGINX = ["nginx", "/usr/sbin/nginx"].find((binary) =>
+  binary.includes("/") ?
+    existsSync(binary) :
+    (process.env["PATH"] ?? "").split(delimiter).some((dir) => dir !== "" && existsSync(join(dir, binary)))
+)
 
 // ---------------------------------------------------------------------------------------------------
 // Processes
@@ -134,6 +138,8 @@ interface WrkResult {
   readonly requests: number
   /** wrk's socket errors (connect, read, write, timeout), summed; 0 when it printed none. */
   readonly socketErrors: number
+  /** Responses that were not 2xx or 3xx. */
+  readonly non2xx: number
 }
 
 const UNIT_MS: Readonly<Record<string, number>> = { us: 0.001, ms: 1, s: 1000, m: 60_000, h: 3_600_000 }
@@ -144,8 +150,8 @@ const wrkLatency = (text: string): number => {
   return m === null ? Number.NaN : Number(m[1]) * (UNIT_MS[m[2] ?? ""] ?? Number.NaN)
 }
 
-/** The figures of `wrk --latency`'s output; throws on non-2xx responses or output it cannot read. */
-export const parseWrk = (output: string): WrkResult => {
+/** The figures of `wrk --latency`'s output; throws on non-2xx responses (unless allowed) or output it cannot read. */
+export const parseWrk = (output: string, allowNon2xx = false): WrkResult => {
   const percentile = (p: string) => wrkLatency(new RegExp(`^\\s+${p}%\\s+(\\S+)\\s*$`, "m").exec(output)?.[1] ?? "")
   const errors = /Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/.exec(output)
   const result = {
@@ -153,30 +159,20 @@ export const parseWrk = (output: string): WrkResult => {
     p50Ms: percentile("50"),
     p99Ms: percentile("99"),
     requests: Number(/(\d+) requests in /.exec(output)?.[1] ?? Number.NaN),
-    socketErrors: errors === null ? 0 : errors.slice(1).reduce((sum, n) => sum + Number(n), 0)
+    socketErrors: errors === null ? 0 : errors.slice(1).reduce((sum, n) => sum + Number(n), 0),
+    non2xx: Number(/Non-2xx or 3xx responses: (\d+)/.exec(output)?.[1] ?? 0)
   }
-  const non2xx = /Non-2xx or 3xx responses: (\d+)/.exec(output)?.[1]
-  if (non2xx !== undefined || Object.values(result).some(Number.isNaN)) {
+  if ((result.non2xx > 0 && !allowNon2xx) || Object.values(result).some(Number.isNaN)) {
     throw new Error(`wrk: not every response was a 2xx, or its output is unreadable:\n${output}`)
   }
   return result
 }
 
-const wrk = (url: string, seconds: number): Promise<WrkResult> =>
+const wrk = (url: string, seconds: number, allowNon2xx = false): Promise<WrkResult> =>
   new Promise((resolve, reject) => {
     // --timeout 10s: wrk's default (2 s) drops slower responses from its latencies instead of counting them.
-    const args = [
-      "-c",
-      String(WRK_CONNECTIONS),
-      "-t",
-      String(WRK_THREADS),
-      "-d",
-      `${seconds}s`,
-      "--timeout",
-      "10s",
-      "--latency",
-      url
-    ]
+    const args = ["-c", String(WRK_CONNECTIONS), "-t", String(WRK_THREADS), "-d", `${seconds}s`, "--timeout", "10s"]
+    args.push("--latency", url)
     const child = spawn("wrk", args, { stdio: ["ignore", "pipe", "pipe"] })
     let output = ""
     child.stdout.on("data", (chunk: Buffer) => (output += chunk.toString()))
@@ -185,7 +181,7 @@ const wrk = (url: string, seconds: number): Promise<WrkResult> =>
     child.on("exit", (code) => {
       if (code !== 0) return reject(new Error(`wrk exited with ${code}: ${output}`))
       try {
-        resolve(parseWrk(output))
+        resolve(parseWrk(output, allowNon2xx))
       } catch (error) {
         reject(error)
       }
@@ -193,100 +189,283 @@ const wrk = (url: string, seconds: number): Promise<WrkResult> =>
   })
 
 // ---------------------------------------------------------------------------------------------------
-// The fixed-rate comparison
+// nginx and redis-server
 
-interface RateResult {
-  readonly p50Ms: number
-  readonly p99Ms: number
+/** An nginx in the foreground, one process (no master), with its files in a temporary directory. */
+const startNginx = (binary: string, server: string): Running => {
+  const dir = mkdtempSync(join(tmpdir(), "wakuwaku-nginx-"))
+  const conf = `worker_processes 1;
+daemon off;
+master_process off;
+pid ${dir}/nginx.pid;
+error_log stderr warn;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  client_body_temp_path ${dir}/body;
+  proxy_temp_path ${dir}/proxy;
+  fastcgi_temp_path ${dir}/fastcgi;
+  uwsgi_temp_path ${dir}/uwsgi;
+  scgi_temp_path ${dir}/scgi;
+  keepalive_requests 1000000;
+  ${server}
+}
+`
+  writeFileSync(join(dir, "nginx.conf"), conf)
+  return start(binary, ["-p", dir, "-c", join(dir, "nginx.conf"), "-e", "stderr"])
 }
 
-const atFixedRate = async (url: string, rate: number, durationMs: number): Promise<RateResult> => {
-  const result = await attack({ target: url, rate, durationMs })
-  const m = metrics(result)
-  const failed = result.hits.filter((h) => h.status !== 200)
-  if (failed.length > 0) {
-    throw new Error(`fixed rate: ${failed.length} requests did not get a 200, e.g. ${JSON.stringify(failed[0])}`)
-  }
-  if (Math.abs(m.sendRate / rate - 1) > 0.02) {
-    throw new Error(`fixed rate: the attack sent at ${m.sendRate.toFixed(1)}/s for ${rate}/s (machine too busy)`)
-  }
-  return { p50Ms: m.latencies.p50Ms, p99Ms: m.latencies.p99Ms }
-}
+/** A line of `redis-cli INFO` read over a raw connection. */
+const redisInfo = (port: number, field: string): Promise<number> =>
+  new Promise((resolve, reject) => {
+    const socket = createConnection(port, "127.0.0.1", () => socket.write("INFO stats\r\n"))
+    let data = ""
+    socket.on("data", (chunk: Buffer) => {
+      data += chunk.toString()
+      const match = new RegExp(`${field}:(\\d+)`).exec(data)
+      if (match?.[1] !== undefined) {
+        socket.destroy()
+        resolve(Number(match[1]))
+      }
+    })
+    socket.on("error", reject)
+  })
 
 // ---------------------------------------------------------------------------------------------------
 
-interface Path {
+interface Contender {
   readonly label: string
   readonly url: string
-  /** The proxy's process, or undefined for the direct path. */
-  readonly proxy: Running | undefined
-  readonly wrk: Array<WrkResult & { readonly upstreamCpuUs: number; readonly proxyCpuUs: number }>
-  /** Per fixed rate (as in FIXED_RATES), the rounds' results. */
-  readonly rate: ReadonlyArray<Array<RateResult>>
+  readonly running: Running | undefined
+  /** Whether its store is the shared redis-server, whose CPU is then reported with it. */
+  readonly redis: boolean
+  readonly rounds: Array<{ readonly rps: number; readonly cpuUs: number; readonly redisCpuUs: number }>
+}
+
+interface Flood {
+  readonly label: string
+  readonly url: string
+  readonly running: Running
+  readonly redis: boolean
+  readonly rounds: Array<{ readonly rps429: number; readonly commandsPer429: number; readonly cpuUs: number }>
+}
+
+const wrkRound = async (c: Contender, redisPid: number, ticksPerSecond: number) => {
+  const before = c.running === undefined ? 0 : processTicks(c.running.pid)
+  const redisBefore = processTicks(redisPid)
+  const w = await wrk(c.url, WRK_SECONDS)
+  const perRequest = (ticks: number) => (ticks / ticksPerSecond) * 1e6 / w.requests
+  const sample = {
+    rps: w.requestsPerSecond,
+    cpuUs: c.running === undefined ? Number.NaN : perRequest(processTicks(c.running.pid) - before),
+    redisCpuUs: c.redis ? perRequest(processTicks(redisPid) - redisBefore) : Number.NaN
+  }
+  c.rounds.push(sample)
+  return sample
 }
 
 const main = async (): Promise<void> => {
   const ticksPerSecond = clockTicks()
-  const [upstreamPort, proxyPort, rawPort] = [await freePort(), await freePort(), await freePort()]
-  const upstreamUrl = `http://127.0.0.1:${upstreamPort}`
-  const proxyArgs = [
-    "dist/bin.js",
-    "proxy",
-    "--upstream",
-    upstreamUrl,
-    "--host",
-    "127.0.0.1",
-    "--port",
-    String(proxyPort),
-    "--algorithm",
-    "token-bucket",
-    "--capacity",
-    "1000000000",
-    "--refill",
-    "1000000000/1s"
-  ]
   const servers: Array<Running> = []
+  const port = async () => await freePort()
   try {
-    const upstream = start(process.execPath, ["--import", "tsx", "test/load/upstream.ts", String(upstreamPort)])
+    // The upstream.
+    const upstreamPort = await port()
+    const upstream = NGINX === undefined
+      ? start(process.execPath, ["--import", "tsx", "test/load/upstream.ts", String(upstreamPort)])
+      : startNginx(
+        NGINX,
+        `server { listen 127.0.0.1:${upstreamPort}; keepalive_timeout 60s; location / { default_type text/plain; return 200 "hello, world\\n"; } }`
+      )
     servers.push(upstream)
-    // The embedded store: no REDIS_URL for the proxy, whatever this process has.
-    const proxy = start(process.execPath, proxyArgs, { ...process.env, REDIS_URL: "" })
-    servers.push(proxy)
-    const raw = start(process.execPath, ["--import", "tsx", "test/bench/rawProxy.ts", String(rawPort), upstreamUrl])
-    servers.push(raw)
     await listening(upstream, upstreamPort, "the upstream")
-    await listening(proxy, proxyPort, "the proxy")
-    await listening(raw, rawPort, "the reference proxy")
-    const path = (label: string, port: number, running: Running | undefined): Path => ({
-      label,
-      url: `http://127.0.0.1:${port}/`,
-      proxy: running,
-      wrk: [],
-      rate: FIXED_RATES.map(() => [])
+    const upstreamUrl = `http://127.0.0.1:${upstreamPort}`
+
+    // The store the Redis contenders share.
+    const redisPort = await port()
+    const redis = start("redis-server", [
+      "--port",
+      String(redisPort),
+      "--bind",
+      "127.0.0.1",
+      "--save",
+      "",
+      "--appendonly",
+      "no",
+      "--logfile",
+      ""
+    ])
+    servers.push(redis)
+    await listening(redis, redisPort, "redis-server")
+    const redisUrl = `redis://127.0.0.1:${redisPort}`
+
+    const contenders: Array<Contender> = []
+    const add = async (
+      label: string,
+      command: string | undefined,
+      args: (port: number) => ReadonlyArray<string>,
+      options: { readonly redis?: boolean; readonly env?: NodeJS.ProcessEnv } = {}
+    ) => {
+      const p = await port()
+      const running = command === undefined ? undefined : start(command, args(p), options.env)
+      if (running !== undefined) {
+        servers.push(running)
+        await listening(running, p, label)
+      }
+      const c: Contender = {
+        label,
+        url: `http://127.0.0.1:${command === undefined ? upstreamPort : p}/`,
+        running,
+        redis: options.redis ?? false,
+        rounds: []
+      }
+      contenders.push(c)
+      return c
+    }
+    const tsx = (script: string, ...rest: ReadonlyArray<string>) => (p: number) => [
+      "--import",
+      "tsx",
+      script,
+      String(p),
+      ...rest
+    ]
+    const wakuwaku = (extra: ReadonlyArray<string>) => (p: number) => [
+      "dist/bin.js",
+      "proxy",
+      "--upstream",
+      upstreamUrl,
+      "--host",
+      "127.0.0.1",
+      "--port",
+      String(p),
+      ...extra
+    ]
+    const ALLOW = ["--capacity", "1000000000", "--refill", "1000000000/1s", "--remember-denials", "10000"]
+    const noRedisEnv = { ...process.env, REDIS_URL: "" }
+
+    const direct = await add("direct to the upstream", undefined, () => [])
+    let nginx: Contender | undefined
+    if (NGINX === undefined) {
+      console.log("nginx: not on PATH nor at /usr/sbin/nginx: its row is skipped")
+    } else {
+      const p = await port()
+      const running = startNginx(
+        NGINX,
+        `limit_req_zone $binary_remote_addr zone=per_ip:10m rate=1000000r/s;
+  upstream up { server 127.0.0.1:${upstreamPort}; keepalive 64; }
+  server {
+    listen 127.0.0.1:${p};
+    keepalive_timeout 60s;
+    location / {
+      limit_req zone=per_ip burst=100000 nodelay;
+      proxy_pass http://up;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+    }
+  }`
+      )
+      servers.push(running)
+      await listening(running, p, "nginx")
+      nginx = {
+        label: "nginx `limit_req` + `proxy_pass` (keep-alive)",
+        url: `http://127.0.0.1:${p}/`,
+        running,
+        redis: false,
+        rounds: []
+      }
+      contenders.push(nginx)
+    }
+    const bare = await add(
+      "bare node:http proxy (keep-alive agent, `pipe`, no limiter)",
+      process.execPath,
+      tsx("test/bench/rawProxy.ts", upstreamUrl)
+    )
+    const bareLimited = await add(
+      "floor: the bare proxy asking the limiter first (TokenBucket.acquire on a prepared runtime, nothing else)",
+      process.execPath,
+      tsx("test/bench/rawProxy.ts", upstreamUrl, "limited")
+    )
+    const fastify = await add(
+      "fastify + @fastify/rate-limit (memory) + @fastify/http-proxy",
+      process.execPath,
+      tsx("test/bench/fastifyProxy.ts", upstreamUrl)
+    )
+    const fastifyRedis = await add(
+      "the same with @fastify/rate-limit's Redis store",
+      process.execPath,
+      tsx("test/bench/fastifyProxy.ts", upstreamUrl, redisUrl),
+      { redis: true }
+    )
+    const embedded = await add("`wakuwaku proxy`, embedded store", process.execPath, wakuwaku(ALLOW), {
+      env: noRedisEnv
     })
-    const direct = path("direct to the upstream", upstreamPort, undefined)
-    const proxied = path("through `wakuwaku proxy` (allow-everything token bucket, memory store)", proxyPort, proxy)
-    const reference = path("through a bare node:http proxy (reference: no Effect, no limiter)", rawPort, raw)
-    const paths = [direct, proxied, reference] as const
-
-    console.log(
-      `node ${process.version}, ${availableParallelism()} cores, CLK_TCK ${ticksPerSecond}; upstream pid ${upstream.pid} ` +
-        `(${upstreamUrl}), wakuwaku proxy pid ${proxy.pid} (node ${
-          proxyArgs.join(" ")
-        }), reference proxy pid ${raw.pid}`
-    )
-    console.log(
-      `max throughput: wrk -c ${WRK_CONNECTIONS} -t ${WRK_THREADS} -d ${WRK_SECONDS}s --timeout 10s --latency; fixed rate: ` +
-        `${FIXED_RATES.join(" and ")} req/s for ${
-          FIXED_MS / 1000
-        } s each (open model, this process); ${ROUNDS} timed ` +
-        `rounds each after 1 warm-up, alternating\n`
+    const withRedis = await add(
+      "`wakuwaku proxy --redis`",
+      process.execPath,
+      wakuwaku([...ALLOW, "--redis", redisUrl, "--on-store-failure", "fail-closed"]),
+      { redis: true }
     )
 
+    // The middleware's two apps.
+    const plainApp = await add(
+      "@effect/platform app, no middleware",
+      process.execPath,
+      tsx("test/bench/platformApp.ts", "plain")
+    )
+    const acquireApp = await add(
+      "floor: the same app running TokenBucket.acquire itself",
+      process.execPath,
+      tsx("test/bench/platformApp.ts", "acquire")
+    )
+    const limitedApp = await add(
+      "the same app with `RateLimit.middleware` (embedded store)",
+      process.execPath,
+      tsx("test/bench/platformApp.ts", "limited")
+    )
+    contenders.splice(contenders.indexOf(plainApp), 3)
+
+    // The floods: one address over its limit.
+    const DENY = ["--capacity", "1", "--refill", "1/1h", "--remember-denials", "10000"]
+    const floods: Array<Flood> = []
+    for (
+      const [label, extra, onRedis] of [
+        ["`wakuwaku proxy`, embedded store", DENY, false],
+        ["`wakuwaku proxy --redis`", [
+          ...DENY,
+          "--redis",
+          redisUrl,
+          "--on-store-failure",
+          "fail-closed",
+          "--namespace",
+          "flood"
+        ], true]
+      ] as const
+    ) {
+      const p = await port()
+      const running = start(process.execPath, wakuwaku(extra)(p), noRedisEnv)
+      servers.push(running)
+      await listening(running, p, label)
+      floods.push({ label, url: `http://127.0.0.1:${p}/`, running, redis: onRedis, rounds: [] })
+    }
+
+    console.log(
+      `node ${process.version}, ${availableParallelism()} cores, CLK_TCK ${ticksPerSecond}; upstream: ${
+        NGINX === undefined ? "node:http (test/load/upstream.ts)" : `nginx return 200 (${NGINX})`
+      } at ${upstreamUrl}; redis-server at ${redisUrl}`
+    )
+    console.log(
+      `wrk -t${WRK_THREADS} -c${WRK_CONNECTIONS} -d${WRK_SECONDS}s per contender per round, ${ROUNDS} rounds after one ` +
+        `warm-up, alternating; ${FIXED_RATE} req/s for ${FIXED_MS / 1000} s (open model, this process)\n`
+    )
+
+    const apps = [plainApp, acquireApp, limitedApp]
+    const rated = [direct, bare, embedded, withRedis]
+    const p50s = new Map<Contender, Array<number>>(rated.map((c) => [c, []]))
     // Warm-up, untimed.
-    for (const p of paths) {
-      await wrk(p.url, 3)
-      for (const rate of FIXED_RATES) await atFixedRate(p.url, rate, 1000)
+    for (const c of [...contenders, ...apps]) await wrk(c.url, 2)
+    for (const c of rated) await attack({ target: c.url, rate: FIXED_RATE, durationMs: 1000 })
+    for (const f of floods) {
+      await wrk(f.url, 1, true)
     }
 
     const serverTicks = () => servers.reduce((sum, s) => sum + processTicks(s.pid), 0)
@@ -296,88 +475,126 @@ const main = async (): Promise<void> => {
     const serversBefore = serverTicks()
 
     for (let round = 1; round <= ROUNDS; round++) {
-      for (const p of paths) {
-        const upstreamTicks = processTicks(upstream.pid)
-        const proxyTicks = p.proxy === undefined ? 0 : processTicks(p.proxy.pid)
-        const w = await wrk(p.url, WRK_SECONDS)
-        const perRequest = (ticks: number) => (ticks / ticksPerSecond) * 1e6 / w.requests
-        const sample = {
-          ...w,
-          upstreamCpuUs: perRequest(processTicks(upstream.pid) - upstreamTicks),
-          proxyCpuUs: p.proxy === undefined ? Number.NaN : perRequest(processTicks(p.proxy.pid) - proxyTicks)
-        }
-        p.wrk.push(sample)
+      for (const c of [...contenders, ...apps]) {
+        const s = await wrkRound(c, redis.pid, ticksPerSecond)
         console.log(
-          `round ${round} wrk     ${p.label}: ${Math.round(w.requestsPerSecond)} req/s, p50 ${
-            w.p50Ms.toFixed(2)
-          } ms, ` +
-            `p99 ${w.p99Ms.toFixed(2)} ms; CPU/request upstream ${sample.upstreamCpuUs.toFixed(1)} µs` +
-            (p.proxy === undefined ? "" : `, proxy ${sample.proxyCpuUs.toFixed(1)} µs`) +
-            (w.socketErrors > 0 ? `; ${w.socketErrors} socket errors` : "")
+          `round ${round} ${c.label}: ${Math.round(s.rps)} req/s` +
+            (Number.isNaN(s.cpuUs) ? "" : `, CPU ${s.cpuUs.toFixed(1)} µs/request`) +
+            (Number.isNaN(s.redisCpuUs) ? "" : ` (+ redis-server ${s.redisCpuUs.toFixed(1)})`)
         )
       }
-      for (const [k, rate] of FIXED_RATES.entries()) {
-        for (const p of paths) {
-          const r = await atFixedRate(p.url, rate, FIXED_MS)
-          p.rate[k]?.push(r)
-          console.log(`round ${round} ${rate}/s ${p.label}: p50 ${r.p50Ms.toFixed(3)} ms, p99 ${r.p99Ms.toFixed(3)} ms`)
+      for (const c of rated) {
+        const result = await attack({ target: c.url, rate: FIXED_RATE, durationMs: FIXED_MS })
+        const m = metrics(result)
+        const failed = result.hits.filter((h) => h.status !== 200).length
+        if (failed > 0) throw new Error(`${c.label}: ${failed} requests at ${FIXED_RATE}/s did not get a 200`)
+        p50s.get(c)?.push(m.latencies.p50Ms)
+        console.log(`round ${round} at ${FIXED_RATE} req/s ${c.label}: p50 ${m.latencies.p50Ms.toFixed(3)} ms`)
+      }
+      for (const f of floods) {
+        const commandsBefore = await redisInfo(redisPort, "total_commands_processed")
+        const before = processTicks(f.running.pid)
+        const w = await wrk(f.url, WRK_SECONDS, true)
+        const cpu = (processTicks(f.running.pid) - before) / ticksPerSecond * 1e6 / w.requests
+        // The INFO that reads the count is itself one command.
+        const commands = (await redisInfo(redisPort, "total_commands_processed")) - commandsBefore - 1
+        const sample = {
+          rps429: w.non2xx / (w.requests / w.requestsPerSecond),
+          commandsPer429: commands / w.non2xx,
+          cpuUs: cpu
         }
+        if (w.non2xx !== w.requests) {
+          throw new Error(`${f.label}: ${w.requests - w.non2xx} flood requests were not refused`)
+        }
+        f.rounds.push(sample)
+        console.log(
+          `round ${round} flood ${f.label}: ${Math.round(sample.rps429)} 429s/s, CPU ${cpu.toFixed(1)} µs/429` +
+            (f.redis ? `, ${sample.commandsPer429.toFixed(4)} Redis commands per 429` : "")
+        )
       }
     }
 
     const self = process.cpuUsage(selfBefore)
     const known = (serverTicks() - serversBefore) + (childrenTicks() - childrenBefore)
     const otherSeconds = (machineTicks() - machineBefore - known) / ticksPerSecond - (self.user + self.system) / 1e6
-    console.log(
-      "\n" + otherCpuLine(otherSeconds)
-    )
+    console.log("\n" + otherCpuLine(otherSeconds))
 
+    const rps = (c: Contender) => median(c.rounds.map((r) => r.rps))
+    const cpu = (c: Contender) => median(c.rounds.map((r) => r.cpuUs))
+    const p50 = (c: Contender) => median(p50s.get(c) ?? [])
     console.log("\nmedian over rounds (min–max):\n")
-    const rateColumns = FIXED_RATES.map((rate) => `at ${rate} req/s: p50 ms | p99 ms`).join(" | ")
-    console.log(
-      `| path | wrk -c ${WRK_CONNECTIONS}: req/s | p50 ms | p99 ms | ${rateColumns} | upstream CPU µs/req | proxy CPU µs/req |`
-    )
-    console.log(`|---|---:|---:|---:|${FIXED_RATES.map(() => "---:|---:|").join("")}---:|---:|`)
-    for (const p of paths) {
-      const rates = p.rate.map((rs) => `${stat(rs.map((r) => r.p50Ms), 3)} | ${stat(rs.map((r) => r.p99Ms), 3)}`).join(
-        " | "
-      )
+    console.log("| contender | req/s | CPU µs/request | p50 added at 1000 req/s, ms |")
+    console.log("|---|---:|---:|---:|")
+    for (const c of contenders) {
+      const redisCpu = c.redis ? ` + ${stat(c.rounds.map((r) => r.redisCpuUs), 1)} redis-server` : ""
+      const added = p50s.has(c) && c !== direct ? (p50(c) - p50(direct)).toFixed(3) : "—"
       console.log(
-        `| ${p.label} | ${stat(p.wrk.map((w) => w.requestsPerSecond), 0, true)} | ${
-          stat(p.wrk.map((w) => w.p50Ms), 2)
-        } | ` +
-          `${stat(p.wrk.map((w) => w.p99Ms), 2)} | ${rates} | ${stat(p.wrk.map((w) => w.upstreamCpuUs), 1)} | ` +
-          `${p.proxy === undefined ? "—" : stat(p.wrk.map((w) => w.proxyCpuUs), 1)} |`
+        `| ${c.label} | ${stat(c.rounds.map((r) => r.rps), 0, true)} | ${
+          c.running === undefined ? "—" : stat(c.rounds.map((r) => r.cpuUs), 1) + redisCpu
+        } | ${added} |`
+      )
+    }
+    console.log("\n| flood from one address over its limit | 429s/s | CPU µs per 429 | Redis commands per 429 |")
+    console.log("|---|---:|---:|---:|")
+    for (const f of floods) {
+      console.log(
+        `| ${f.label} | ${stat(f.rounds.map((r) => r.rps429), 0, true)} | ${stat(f.rounds.map((r) => r.cpuUs), 1)} | ${
+          f.redis ? stat(f.rounds.map((r) => r.commandsPer429), 4) : "—"
+        } |`
+      )
+    }
+    console.log("\n| middleware app | req/s | CPU µs/request |")
+    console.log("|---|---:|---:|")
+    for (const c of apps) {
+      console.log(
+        `| ${c.label} | ${stat(c.rounds.map((r) => r.rps), 0, true)} | ${stat(c.rounds.map((r) => r.cpuUs), 1)} |`
       )
     }
 
-    const throughput = (p: Path) => median(p.wrk.map((w) => w.requestsPerSecond))
-    const ratio = throughput(proxied) / throughput(direct)
-    const signed = (x: number) => `${x >= 0 ? "+" : "−"}${Math.abs(x).toFixed(3)} ms`
-    console.log("\ntargets (wakuwaku proxy against direct):")
+    const verdict = (ok: boolean) => ok ? "MET" : "MISSED"
+    console.log("\ntargets (ratios of medians within this run):")
+    const t1 = rps(embedded) / rps(fastify)
+    console.log(`- throughput, embedded store / fastify memory store = ${t1.toFixed(2)}× (≥ 1.0×): ${verdict(t1 >= 1)}`)
+    const t2 = rps(withRedis) / rps(fastifyRedis)
+    console.log(`- throughput, --redis / fastify Redis store = ${t2.toFixed(2)}× (≥ 1.0×): ${verdict(t2 >= 1)}`)
+    const t3 = cpu(embedded) / cpu(bare)
+    console.log(`- proxy CPU per request, embedded / bare proxy = ${t3.toFixed(2)}× (≤ 1.25×): ${verdict(t3 <= 1.25)}`)
     console.log(
-      `- throughput proxied/direct (wrk -c ${WRK_CONNECTIONS}) = ${ratio.toFixed(3)}× (target ≥ 0.5×): ${
-        ratio >= 0.5 ? "MET" : "MISSED"
-      }` +
-        ` (the reference proxy: ${(throughput(reference) / throughput(direct)).toFixed(3)}×)`
+      `  (floor: the bare proxy asking the limiter = ${(cpu(bareLimited) / cpu(bare)).toFixed(2)}× the bare proxy)`
     )
-    for (const [k, rate] of FIXED_RATES.entries()) {
-      const p50 = (p: Path) => median((p.rate[k] ?? []).map((r) => r.p50Ms))
-      const added = p50(proxied) - p50(direct)
+    const t3r = cpu(withRedis) / cpu(bare)
+    console.log(`  (--redis / bare proxy = ${t3r.toFixed(2)}×, the proxy's own CPU, redis-server's apart)`)
+    const bareAdded = p50(bare) - p50(direct)
+    for (const c of [embedded, withRedis]) {
+      const added = p50(c) - p50(direct)
       console.log(
-        `- p50 added at ${rate} req/s = ${signed(added)} (target ≤ +1 ms): ${added <= 1 ? "MET" : "MISSED"}` +
-          ` (the reference proxy: ${signed(p50(reference) - p50(direct))})`
+        `- p50 added at ${FIXED_RATE} req/s, ${c.label} = ${added.toFixed(3)} ms; bare proxy ${
+          bareAdded.toFixed(3)
+        } ms ` +
+          `(≤ bare + 0.1 ms): ${verdict(added <= bareAdded + 0.1)}`
       )
     }
-    const wrkP50 = (p: Path) => median(p.wrk.map((w) => w.p50Ms))
-    const addedAtMax = wrkP50(proxied) - wrkP50(direct)
+    for (const f of floods) {
+      const ratio = median(f.rounds.map((r) => r.rps429)) / rps(f.redis ? withRedis : embedded)
+      console.log(
+        `- flood, ${f.label}: 429s/s / forwarding req/s = ${ratio.toFixed(2)}× (≥ 2×): ${verdict(ratio >= 2)}`
+      )
+      if (f.redis) {
+        const perDenial = median(f.rounds.map((r) => r.commandsPer429))
+        console.log(`  Redis commands per 429 = ${perDenial.toFixed(4)} (≤ 0.05): ${verdict(perDenial <= 0.05)}`)
+      }
+    }
+    const mw = cpu(limitedApp) - cpu(plainApp)
+    console.log(`- RateLimit.middleware adds ${mw.toFixed(1)} µs CPU per request (≤ 15 µs): ${verdict(mw <= 15)}`)
     console.log(
-      `- p50 added at max throughput (wrk -c ${WRK_CONNECTIONS}) = ${signed(addedAtMax)} (target ≤ +1 ms): ${
-        addedAtMax <= 1 ? "MET" : "MISSED"
-      } (at saturation p50 is mostly queueing, ${WRK_CONNECTIONS} connections / throughput; the reference proxy: ${
-        signed(wrkP50(reference) - wrkP50(direct))
-      })`
+      `  (floor: TokenBucket.acquire alone in the app adds ${(cpu(acquireApp) - cpu(plainApp)).toFixed(1)} µs)`
     )
+    if (nginx !== undefined) {
+      console.log(
+        `- reference: nginx ${(rps(nginx) / rps(embedded)).toFixed(2)}× wakuwaku's throughput, ` +
+          `${(cpu(embedded) / cpu(nginx)).toFixed(2)}× less CPU per request`
+      )
+    }
   } finally {
     await Promise.all(servers.map(stop))
   }

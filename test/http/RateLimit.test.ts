@@ -6,6 +6,7 @@ import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { expect } from "@effect/vitest"
 import { Duration, Effect, Metric } from "effect"
+import fc from "fast-check"
 import { describe, it as plain } from "vitest"
 import { FixedWindow, Rate, TokenBucket } from "wakuwaku"
 import { RateLimit } from "wakuwaku/http"
@@ -205,4 +206,25 @@ forEachBackend("RateLimit.middleware", (it) => {
         { "ratelimit.policy": ns, "ratelimit.decision": "denied", "ratelimit.cost": 1, "ratelimit.retry_after": 100 }
       ])
     }))
+})
+
+describe("the token bucket's w, exact in doubles and in BigInt alike", () => {
+  plain("w = ceil(capacity × period / tokens) seconds, for small and huge buckets", () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 1, max: 1_000_000_000 }),
+        fc.integer({ min: 1, max: 1_000_000 }),
+        fc.integer({ min: 1, max: 100_000_000 }),
+        (capacity, tokens, periodMs) => {
+          fc.pre((capacity * periodMs) / tokens <= 1e13)
+          const bucket = TokenBucket.make<string>("w", capacity, Rate.make(tokens, Duration.millis(periodMs)))
+          const micros = BigInt(periodMs) * 1000n
+          const perSecond = BigInt(tokens) * 1_000_000n
+          const exact = (BigInt(capacity) * micros + perSecond - 1n) / perSecond
+          expect(RateLimit.policy(bucket).field).toBe(`"w";q=${capacity};w=${exact > 0n ? exact : 1n}`)
+        }
+      ),
+      { numRuns: 300 }
+    )
+  })
 })

@@ -4,8 +4,6 @@
  * configured policy, on the embedded memory store or on Redis (the Redis at REDIS_URL, else a
  * throwaway `redis-server`).
  */
-import * as HttpServer from "@effect/platform/HttpServer"
-import type * as HttpServerError from "@effect/platform/HttpServerError"
 import { Context, Duration, Effect, Layer } from "effect"
 import type { Scope } from "effect"
 import { randomBytes } from "node:crypto"
@@ -67,13 +65,13 @@ const storeOf = (options: TargetOptions) =>
   })
 
 /**
- * Starts the upstream and, in front of it, the proxy (`Proxy.make` wrapped in `RateLimit.middleware`,
- * served by `Proxy.serve` on a free loopback port, as `wakuwaku proxy` runs them); both stop with the
- * scope. A store failure is a 503 (`fail-closed`), so the report shows it rather than hiding it.
+ * Starts the upstream and, in front of it, the proxy (`Proxy.layer` with the rate limit, keyed by client IP,
+ * on a free loopback port, as `wakuwaku proxy` runs it); both stop with the scope. A store failure is a 503
+ * (`fail-closed`), so the report shows it rather than hiding it.
  */
 export const startTarget = (
   options: TargetOptions
-): Effect.Effect<Target, RedisServer.RedisServerError | Redis.RedisError | HttpServerError.ServeError, Scope.Scope> =>
+): Effect.Effect<Target, RedisServer.RedisServerError | Redis.RedisError | Proxy.ListenError, Scope.Scope> =>
   Effect.gen(function*() {
     const store = yield* storeOf(options)
     const upstream = yield* Effect.acquireRelease(Effect.promise(() => startUpstream()), (u) => Effect.promise(u.close))
@@ -81,15 +79,16 @@ export const startTarget = (
       options.policy,
       `loadtest-${randomBytes(4).toString("hex")}`
     )
-    const app = Proxy.make({ upstream: upstream.url }).pipe(
-      RateLimit.middleware({ limiter, key: RateLimit.clientIp(), onStoreFailure: "fail-closed" })
-    )
     const context = yield* Layer.build(
-      Proxy.serve(app, { port: 0, host: "127.0.0.1", shutdownTimeout: "1 second" }).pipe(Layer.provide(store.layer))
+      Proxy.layer({
+        upstream: upstream.url,
+        port: 0,
+        host: "127.0.0.1",
+        shutdownTimeout: "1 second",
+        rateLimit: { limiter, onStoreFailure: "fail-closed" }
+      }).pipe(Layer.provide(store.layer))
     )
-    const address = Context.get(context, HttpServer.HttpServer).address
-    if (address._tag !== "TcpAddress") return yield* Effect.dieMessage("the proxy did not listen on TCP")
-    const url = `http://127.0.0.1:${address.port}/`
+    const url = `http://127.0.0.1:${Context.get(context, Proxy.Server).address.port}/`
     return {
       url,
       description:

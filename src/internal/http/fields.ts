@@ -4,7 +4,9 @@
  * decision (`"<name>";r=<remaining>;t=<seconds>`), and whole seconds for `Retry-After`.
  */
 import * as Duration from "effect/Duration"
+import * as FixedWindow from "../../FixedWindow.js"
 import type * as RateLimit from "../../RateLimit.js"
+import * as TokenBucket from "../../TokenBucket.js"
 
 /** @internal */
 export const DRAFT = "draft-ietf-httpapi-ratelimit-headers-11"
@@ -31,10 +33,10 @@ export interface Described extends RateLimit.Policy {
 }
 
 const isTokenBucket = (limiter: RateLimit.Limiter<unknown>): limiter is RateLimit.TokenBucketLimiter<unknown> =>
-  "capacity" in limiter && "rate" in limiter
+  TokenBucket.isTokenBucket(limiter)
 
 const isFixedWindow = (limiter: RateLimit.Limiter<unknown>): limiter is RateLimit.FixedWindowLimiter<unknown> =>
-  "limit" in limiter && "window" in limiter
+  FixedWindow.isFixedWindow(limiter)
 
 /**
  * @internal The policy of a limiter.
@@ -77,7 +79,7 @@ export const describe = (limiter: RateLimit.Limiter<unknown>): Described => {
     }
   }
   throw new TypeError(
-    `wakuwaku/http: the limiter ${name} is neither a TokenBucket (capacity, rate) nor a FixedWindow (limit, window)`
+    `wakuwaku/http: the limiter ${name} is neither a TokenBucket (TokenBucket.make) nor a FixedWindow (FixedWindow.make)`
   )
 }
 

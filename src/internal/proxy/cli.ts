@@ -4,7 +4,9 @@
  * flags answer without loading the server.
  */
 import * as Duration from "effect/Duration"
-import { isIP } from "node:net"
+import { parseArgs, type ParseArgsConfig } from "node:util"
+import { parseCidr } from "../http/address.js"
+import { validateNamespace } from "../key.js"
 import { parseUpstream } from "./target.js"
 
 /** @internal The checked configuration of `wakuwaku proxy`. */
@@ -31,6 +33,8 @@ export interface Config {
   readonly storeTimeout: Duration.Duration
   readonly onStoreFailure: "fail-closed" | "fail-open" | "fallback"
   readonly maxEntries: number
+  /** How many names' denials the proxy remembers (0: none). */
+  readonly rememberDenials: number
 }
 
 /** @internal What the command line asks for. */
@@ -175,6 +179,14 @@ const SECTIONS: ReadonlyArray<{ readonly title: string; readonly flags: Readonly
         env: "WAKUWAKU_MAX_ENTRIES",
         default: "100000",
         help: "most clients the embedded store and the fallback hold\n(past it, the oldest start afresh)"
+      },
+      {
+        name: "remember-denials",
+        value: "N",
+        env: "WAKUWAKU_REMEMBER_DENIALS",
+        default: "0",
+        help: "most clients whose denial is remembered until its Retry-After and answered 429\n" +
+          "without asking the store, such as 10000 (0: none; a reset elsewhere is seen only then)"
       }
     ]
   },
@@ -312,30 +324,65 @@ export const parse = (argv: ReadonlyArray<string>, env: Readonly<Record<string, 
   }
 }
 
+/** The options `parseArgs` reads: every flag, a string unless it is a switch; `-h` is `--help`. */
+const PARSE_OPTIONS: ParseArgsConfig["options"] = Object.fromEntries(
+  [...FLAGS.values()].map((flag) => [
+    flag.name,
+    flag.name === "help"
+      ? { type: "boolean", short: "h" }
+      : { type: flag.value === undefined ? "boolean" : "string" }
+  ])
+)
+
+/** `parseArgs`'s error as this command words it (the tests and the docs quote these). */
+const invalidArgs = (error: unknown): Invalid => {
+  const { code, message } = error as { readonly code?: unknown; readonly message: string }
+  const quoted = /'(-{1,2}[^'\s=]+)/.exec(message)?.[1] ?? ""
+  const flag = FLAGS.get(quoted.replace(/^-+/, ""))
+  switch (code) {
+    case "ERR_PARSE_ARGS_UNKNOWN_OPTION":
+      return new Invalid(`unknown flag ${quoted}`)
+    case "ERR_PARSE_ARGS_UNEXPECTED_POSITIONAL":
+      return new Invalid(`unexpected argument ${JSON.stringify(/'([^']*)'/.exec(message)?.[1] ?? "")}`)
+    case "ERR_PARSE_ARGS_INVALID_OPTION_VALUE":
+      return flag?.value === undefined
+        ? new Invalid(`${quoted} takes no value`)
+        : new Invalid(`${quoted} needs a value (${flag.value})`)
+    default:
+      return new Invalid(message.split("\n")[0] ?? message)
+  }
+}
+
 const parseProxy = (argv: ReadonlyArray<string>, env: Readonly<Record<string, string | undefined>>): Command => {
-  const given = new Map<string, Source>()
+  // A value may start with one dash (`--max-entries -1` is a bad number, not a missing value): parseArgs
+  // calls that ambiguous, so such a value is attached to its flag first.
+  const args: Array<string> = []
   for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i] ?? ""
-    if (arg === "-h" || arg === "--help") return { _tag: "Help", text: proxyHelp() }
-    if (!arg.startsWith("--") || arg === "--") throw new Invalid(`unexpected argument ${JSON.stringify(arg)}`)
-    const eq = arg.indexOf("=")
-    const name = arg.slice(2, eq === -1 ? undefined : eq)
-    const flag = FLAGS.get(name)
-    if (flag === undefined) throw new Invalid(`unknown flag --${name}`)
-    if (given.has(name)) throw new Invalid(`--${name} is given twice`)
-    if (flag.value === undefined) {
-      if (eq !== -1) throw new Invalid(`--${name} takes no value`)
-      given.set(name, { value: "true", from: `--${name}` })
-      continue
-    }
-    let value: string | undefined
-    if (eq !== -1) value = arg.slice(eq + 1)
-    else {
-      value = argv[i + 1]
-      if (value === undefined || value.startsWith("--")) throw new Invalid(`--${name} needs a value (${flag.value})`)
+    const arg = argv[i]!
+    const next = argv[i + 1]
+    const takesValue = arg.startsWith("--") && FLAGS.get(arg.slice(2))?.value !== undefined
+    if (takesValue && next !== undefined && /^-(?!-)/.test(next)) {
+      args.push(`${arg}=${next}`)
       i++
+    } else {
+      args.push(arg)
     }
-    given.set(name, { value, from: `--${name}` })
+  }
+  let tokens
+  try {
+    tokens = parseArgs({ args, options: PARSE_OPTIONS, strict: true, allowPositionals: false, tokens: true }).tokens
+  } catch (error) {
+    // Asking for help gets it, whatever else is on the line.
+    if (argv.includes("-h") || argv.includes("--help")) return { _tag: "Help", text: proxyHelp() }
+    throw invalidArgs(error)
+  }
+  const given = new Map<string, Source>()
+  for (const token of tokens) {
+    if (token.kind === "option-terminator") throw new Invalid(`unexpected argument "--"`)
+    if (token.kind !== "option") continue
+    if (token.name === "help") return { _tag: "Help", text: proxyHelp() }
+    if (given.has(token.name)) throw new Invalid(`--${token.name} is given twice`)
+    given.set(token.name, { value: token.value ?? "true", from: `--${token.name}` })
   }
 
   /** The flag, else its environment variable (ignored when empty). */
@@ -434,12 +481,10 @@ const parseProxy = (argv: ReadonlyArray<string>, env: Readonly<Record<string, st
     else {
       trustedProxies = text.split(",").map((entry) => entry.trim()).filter((entry) => entry !== "")
       for (const entry of trustedProxies) {
-        const [address = "", prefix, extra] = entry.split("/")
-        const family = isIP(address)
-        const max = family === 4 ? 32 : 128
-        const bits = prefix === undefined ? max : /^\d{1,3}$/.test(prefix) ? Number(prefix) : NaN
-        if (family === 0 || extra !== undefined || !(bits >= 0 && bits <= max)) {
-          throw new Invalid(`${trustedSource.from}: not an IP address or CIDR block: ${JSON.stringify(entry)}`)
+        try {
+          parseCidr(entry)
+        } catch (error) {
+          throw new Invalid(`${trustedSource.from}: ${(error as Error).message}`)
         }
       }
     }
@@ -447,7 +492,11 @@ const parseProxy = (argv: ReadonlyArray<string>, env: Readonly<Record<string, st
   const ipv6Prefix = integer(orDefault("ipv6-prefix"), 0, 128, "expected a prefix length from 0 to 128")
   const namespaceSource = orDefault("namespace")
   const namespace = namespaceSource.value.trim()
-  if (!/^[A-Za-z0-9_.-]{1,64}$/.test(namespace)) fail(namespaceSource, "expected a short word (letters, digits, _ . -)")
+  try {
+    validateNamespace("the proxy's", namespace)
+  } catch {
+    fail(namespaceSource, "expected a short word (letters, digits, _ . -)")
+  }
 
   // Store
   const redisSource = get("redis")
@@ -462,6 +511,7 @@ const parseProxy = (argv: ReadonlyArray<string>, env: Readonly<Record<string, st
     fail(policySource, "expected fail-closed, fail-open or fallback")
   }
   const maxEntries = integer(orDefault("max-entries"), 1, Number.MAX_SAFE_INTEGER, "expected a positive whole number")
+  const rememberDenials = integer(orDefault("remember-denials"), 0, Number.MAX_SAFE_INTEGER, "expected a whole number")
 
   return {
     _tag: "Proxy",
@@ -479,7 +529,8 @@ const parseProxy = (argv: ReadonlyArray<string>, env: Readonly<Record<string, st
       redis,
       storeTimeout,
       onStoreFailure: onStoreFailure as Config["onStoreFailure"],
-      maxEntries
+      maxEntries,
+      rememberDenials
     }
   }
 }

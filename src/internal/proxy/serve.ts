@@ -1,18 +1,20 @@
 /** @internal Running an app on a Node HTTP server, with a graceful, bounded shutdown. */
 import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
+import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequest"
 import type * as HttpApp from "@effect/platform/HttpApp"
 import * as HttpServer from "@effect/platform/HttpServer"
 import type * as HttpServerError from "@effect/platform/HttpServerError"
-import type * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
 import * as Http from "node:http"
 import type * as Proxy from "../../Proxy.js"
-import { identify } from "./forward.js"
+import { hasBody, NAME } from "./exchange.js"
+import { identify, ownResponse } from "./forward.js"
+import { configure, drain, MAX_HEADER_LINES, refuseBody, tooManyLines } from "./server.js"
 
 /**
  * @internal The agents the proxy forwards over: node:http and node:https keep-alive agents, so connections
@@ -21,20 +23,24 @@ import { identify } from "./forward.js"
 export const layerClient: Layer.Layer<NodeHttpClient.HttpAgent> = NodeHttpClient.makeAgentLayer({ keepAlive: true })
 
 /**
- * @internal Stops accepting, closes idle connections (again and again, as in-flight responses finish and
- * leave their keep-alive connections idle), and after `grace` drops whatever is still open.
+ * @internal The checks of the proxy's own server (server.ts) around an app: too many header lines is a 431 before
+ * the app runs; a response not from the upstream that leaves the request body unread closes the connection.
  */
-const drain = (server: Http.Server, grace: Duration.Duration): Effect.Effect<void> =>
-  Effect.gen(function*() {
-    if (!server.listening) return
-    const closed = Effect.async<void>((resume) => {
-      server.close(() => resume(Effect.void))
+const guard = <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E, R> =>
+  Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
+    const source = NodeHttpServerRequest.toIncomingMessage(request) as Http.IncomingMessage
+    const response = NodeHttpServerRequest.toServerResponse(request)
+    if (tooManyLines(source, MAX_HEADER_LINES)) {
+      refuseBody(source, response)
+      return Effect.succeed(
+        ownResponse(431, "http_request_error", `the request has more than ${MAX_HEADER_LINES} header lines`)
+      )
+    }
+    return Effect.map(identify(app), (out) => {
+      const fromUpstream = (out.headers["proxy-status"] ?? "").includes(`${NAME}; received-status=`)
+      if (!fromUpstream && !source.complete && hasBody(source.headers)) refuseBody(source, response)
+      return out
     })
-    // Repeats until the race ends: in-flight responses that finish leave keep-alive connections idle.
-    const closeIdle = Effect.sync(() => server.closeIdleConnections()).pipe(Effect.repeat(Schedule.spaced("20 millis")))
-    const dropAll = Effect.sleep(grace).pipe(Effect.zipRight(Effect.sync(() => server.closeAllConnections())))
-    // Only `closed` succeeds; the others run beside it until it does.
-    yield* Effect.raceAll([closed, Effect.zipRight(closeIdle, Effect.never), Effect.zipRight(dropAll, Effect.never)])
   })
 
 /** @internal */
@@ -51,9 +57,12 @@ export const serve = <E, R>(
     Effect.gen(function*() {
       const grace = Duration.decode(options.shutdownTimeout ?? "10 seconds")
       const server = Http.createServer()
+      configure(server)
+      // The app decides before the body is invited: the forwarding sends `100 Continue` (forward.ts).
+      server.on("checkContinue", (request, response) => server.emit("request", request, response))
       const listen = options.host === undefined ? { port: options.port } : { port: options.port, host: options.host }
       const httpServer = yield* NodeHttpServer.make(() => server, listen)
-      yield* httpServer.serve(identify(app))
+      yield* httpServer.serve(guard(app))
       // Added last, so it runs first on shutdown: in-flight requests finish before the handler goes.
       yield* Effect.addFinalizer(() => drain(server, grace))
       return httpServer

@@ -42,16 +42,76 @@ export const parseUpstream = (input: string | URL): Upstream => {
   }
 }
 
-/** @internal The path and query of a request target, also of the absolute form (`GET http://host/p?q`). */
-export const pathAndQuery = (target: string): string => {
-  if (target.startsWith("/")) return target
+/** A segment that some server would take for `.` or `..`: dots, also percent-encoded, with `;params`. */
+const DOTS = /^(?:\.|%2e){1,2}(?:;.*)?$/i
+
+/**
+ * Whether a segment (as written, percent-encoded) hides a dot segment that an upstream which decodes
+ * `%2F` or `%5C`, or reads `\` as `/`, would see: `..%2Fadmin`, `..\\admin`, `.%2e;x%2F`.
+ */
+const hidesDots = (segment: string): boolean => {
+  if (!/%2f|%5c|\\/i.test(segment)) return false
+  let decoded: string
   try {
-    const url = new URL(target)
-    return url.pathname + url.search
+    decoded = decodeURIComponent(segment)
   } catch {
-    return "/"
+    return true
   }
+  return decoded.split(/[/\\]/).some((part) => DOTS.test(part))
 }
 
-/** @internal The path (and query) the upstream is sent a request for `target`. */
-export const upstreamPath = (upstream: Upstream, target: string): string => upstream.basePath + pathAndQuery(target)
+/**
+ * @internal A request path with its dot segments removed (RFC 3986 §5.2.4), percent-encoded dots
+ * (`%2e`) and `..;x` (read as `..` by some servers) counting as dots, so that it cannot climb above the
+ * upstream's base path; undefined (answered 400) for a segment that hides a dot segment behind an
+ * encoded slash or a backslash. The result starts with `/`.
+ */
+export const removeDotSegments = (path: string): string | undefined => {
+  const output: Array<string> = []
+  const segments = path.split("/")
+  // The first is the empty string before the leading `/`.
+  for (let i = 1; i < segments.length; i++) {
+    const segment = segments[i]!
+    const last = i === segments.length - 1
+    if (DOTS.test(segment)) {
+      const dots = segment.split(";")[0]!.replace(/%2e/gi, ".")
+      if (dots === "..") output.pop()
+      // A trailing dot segment leaves a directory: `/a/b/..` is `/a/`.
+      if (last) output.push("")
+      continue
+    }
+    if (hidesDots(segment)) return undefined
+    output.push(segment)
+  }
+  return `/${output.join("/")}`
+}
+
+/**
+ * @internal The path (and query) the upstream is sent for a request target, under the upstream's base
+ * path; undefined when the target cannot be forwarded (400). The origin form (`/p?q`) and the absolute
+ * form (`http://host/p?q`) have their dot segments removed; the asterisk form (`*`) is kept as it is for
+ * `OPTIONS` (it names the server, not a path) and refused for any other method.
+ */
+export const upstreamPath = (upstream: Upstream, target: string, method = "GET"): string | undefined => {
+  // Most targets hold no dot, percent sign or backslash, and so no dot segment to remove.
+  if (target.charCodeAt(0) === 47 && !/[.%\\]/.test(target)) return upstream.basePath + target
+  if (target === "*") return method === "OPTIONS" ? "*" : undefined
+  let path: string
+  let query: string
+  if (target.startsWith("/")) {
+    const q = target.indexOf("?")
+    path = q < 0 ? target : target.slice(0, q)
+    query = q < 0 ? "" : target.slice(q)
+  } else {
+    try {
+      const url = new URL(target)
+      if (url.protocol !== "http:" && url.protocol !== "https:") return undefined
+      path = url.pathname
+      query = url.search
+    } catch {
+      return undefined
+    }
+  }
+  const normalized = removeDotSegments(path)
+  return normalized === undefined ? undefined : upstream.basePath + normalized + query
+}

@@ -1,0 +1,379 @@
+/**
+ * @internal The proxy's own front end, `Proxy.layer`: a node:http server whose request handler keys the
+ * request, asks the rate limit (a remembered denial at once; otherwise the store, on the Effect runtime the
+ * layer was built in) and forwards with exchange.ts, writing straight to Node's response. No fiber runs
+ * for a remembered denial, and one per request otherwise (the limiter's).
+ *
+ * It also holds what both front ends' Node servers share ({@link configure}): every header line counted
+ * (431 past the cap, never a line dropped), Node's own 400/408/431/417 answered with `Proxy-Status`, and a
+ * refusal that leaves a request body unread closing the connection after a small bound.
+ */
+import * as Cause from "effect/Cause"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Runtime from "effect/Runtime"
+import * as Schedule from "effect/Schedule"
+import type * as Scope from "effect/Scope"
+import * as Http from "node:http"
+import * as Https from "node:https"
+import type * as Net from "node:net"
+import type * as Proxy from "../../Proxy.js"
+import * as ProxyModule from "../../Proxy.js"
+import type * as Redis from "../../Redis.js"
+import { positive, toMillis } from "../duration.js"
+import * as clientIp from "../http/clientIp.js"
+import * as decision from "../http/decision.js"
+import * as exchange from "./exchange.js"
+import { upstreamPath } from "./target.js"
+
+/**
+ * @internal The most header lines a request may have by default: Apache's `LimitRequestFields`, which leaves room below
+ * any upstream's own cap (Node drops lines past about 1000 silently) for the lines the proxy adds.
+ */
+export const MAX_HEADER_LINES = 100
+
+/** @internal How much of an unread request body the proxy reads after refusing it before it closes the connection. */
+export const DRAIN_BOUND = 64 * 1024
+
+/** The head of a response the proxy makes itself on a raw socket (Node's own errors). */
+const rawResponse = (status: number, reason: string, type: string, text: string): string => {
+  const body = `${status} ${text}\n`
+  return `HTTP/1.1 ${status} ${reason}\r\nContent-Type: text/plain\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
+    `Proxy-Status: ${exchange.generatedStatus(type)}\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n${body}`
+}
+
+const CLIENT_ERRORS: Record<string, string> = {
+  HPE_HEADER_OVERFLOW: rawResponse(
+    431,
+    "Request Header Fields Too Large",
+    "http_request_error",
+    "the request head is too large"
+  ),
+  ERR_HTTP_REQUEST_TIMEOUT: rawResponse(408, "Request Timeout", "http_request_error", "the request took too long"),
+  HPE_CHUNK_EXTENSIONS_OVERFLOW: rawResponse(
+    413,
+    "Payload Too Large",
+    "http_request_error",
+    "chunk extensions too large"
+  )
+}
+const BAD_REQUEST = rawResponse(400, "Bad Request", "http_request_error", "the request is not valid HTTP/1.1")
+
+/** @internal Writes a response the proxy makes itself, with `Proxy-Status`, and refuses an unread body. */
+export const answer = (
+  request: Http.IncomingMessage,
+  response: Http.ServerResponse,
+  status: number,
+  headers: Record<string, string>,
+  body: string
+): void => {
+  if (!request.complete && exchange.hasBody(request.headers)) refuseBody(request, response)
+  response.writeHead(status, { ...headers, "content-length": String(Buffer.byteLength(body)) })
+  response.end(body)
+}
+
+/**
+ * @internal The request's body will not be forwarded: the response closes the connection, and at most
+ * {@link DRAIN_BOUND} more bytes of the body are read (a client that sends the rest anyway has its
+ * connection destroyed, not drained for as long as it likes).
+ */
+export const refuseBody = (request: Http.IncomingMessage, response: Http.ServerResponse): void => {
+  response.shouldKeepAlive = false
+  response.setHeader("connection", "close")
+  let read = 0
+  request.on("data", (chunk: Buffer) => {
+    read += chunk.length
+    if (read > DRAIN_BOUND) request.socket.destroy()
+  })
+  // Past the response, whatever is left of the body is the client's problem, not this process's.
+  response.once("finish", () => {
+    if (!request.complete) setImmediate(() => request.socket.destroy())
+  })
+}
+
+/**
+ * @internal What both front ends' servers share: no line of a request head dropped (Node's
+ * `maxHeadersCount` silently keeps only the first ~1000; here every line is kept and {@link tooManyLines}
+ * refuses the request), Node's own error responses carrying `Proxy-Status`, and an `Expect` other than
+ * `100-continue` answered 417 the same way.
+ */
+export const configure = (server: Http.Server): void => {
+  server.maxHeadersCount = 0
+  server.on("clientError", (error: Error & { readonly code?: string }, socket: Net.Socket) => {
+    const message = (socket as Net.Socket & { _httpMessage?: Http.ServerResponse })._httpMessage
+    if (error.code === "ECONNRESET" || !socket.writable || message?.headersSent === true) {
+      socket.destroy()
+      return
+    }
+    socket.end(CLIENT_ERRORS[error.code ?? ""] ?? BAD_REQUEST)
+  })
+  server.on("checkExpectation", (request: Http.IncomingMessage, response: Http.ServerResponse) => {
+    answer(
+      request,
+      response,
+      417,
+      { "content-type": "text/plain", "proxy-status": exchange.generatedStatus("http_request_error") },
+      "417 the proxy meets no expectation but 100-continue\n"
+    )
+  })
+}
+
+/** @internal Whether a request has more header lines than `max`. */
+export const tooManyLines = (request: Http.IncomingMessage, max: number): boolean => request.rawHeaders.length > 2 * max
+
+/** @internal The 431 of a request with too many header lines. */
+export const refuseLines = (request: Http.IncomingMessage, response: Http.ServerResponse, max: number): void =>
+  answer(
+    request,
+    response,
+    431,
+    {
+      "content-type": "text/plain",
+      "proxy-status": exchange.generatedStatus("http_request_error", "too many header lines"),
+      "cache-control": "no-store"
+    },
+    `431 the request has more than ${max} header lines\n`
+  )
+
+/** @internal What the handler needs: the forwarding, the limit and its key, the runtime the limit runs on. */
+export interface HandlerOptions<LR> {
+  readonly forwarding: exchange.Resolved
+  readonly agents: { readonly http: Http.Agent; readonly https: Https.Agent }
+  readonly limit: decision.Limit<LR> | undefined
+  readonly key: Proxy.Key
+  readonly maxHeaderLines: number
+  readonly runtime: Runtime.Runtime<LR>
+  /** Whether the server is shutting down: new requests on kept-alive connections close them. */
+  readonly closing: () => boolean
+}
+
+/** @internal The request handler of `Proxy.layer`. */
+export const handler = <LR>(options: HandlerOptions<LR>) => {
+  const { forwarding, key, limit, maxHeaderLines, runtime } = options
+  const { upstream } = forwarding
+  const agent = upstream.protocol === "https:" ? options.agents.https : options.agents.http
+  const runCallback = Runtime.runCallback(runtime)
+  const runFork = Runtime.runFork(runtime)
+  const policyField = limit?.policy.field
+  const warn = (request: Http.IncomingMessage, message: string, annotations: Record<string, unknown>) =>
+    runFork(
+      Effect.logWarning(`proxy: ${request.method} ${request.url}: ${message}`).pipe(Effect.annotateLogs(annotations))
+    )
+
+  /** A refusal of the limit (429, 413, 503): the middleware's body and fields, the proxy's `Proxy-Status`. */
+  const refuse = (request: Http.IncomingMessage, response: Http.ServerResponse, verdict: decision.Verdict) => {
+    const headers: Record<string, string> = {
+      "content-type": decision.PROBLEM_JSON,
+      "ratelimit-policy": policyField!,
+      "proxy-status": exchange.generatedStatus(
+        verdict.status === 429 ? "http_request_denied" : "proxy_internal_response"
+      )
+    }
+    if (verdict.limit !== undefined) headers["ratelimit"] = verdict.limit
+    if (verdict.retryAfter !== undefined) headers["retry-after"] = String(verdict.retryAfter)
+    answer(request, response, verdict.status, headers, verdict.body ?? "")
+  }
+
+  const forward = (
+    request: Http.IncomingMessage,
+    response: Http.ServerResponse,
+    path: string,
+    fields: decision.Verdict | undefined
+  ) => {
+    const withBody = exchange.hasBody(request.headers)
+    const requestOptions: Http.RequestOptions = {
+      protocol: upstream.protocol,
+      hostname: upstream.hostname,
+      port: upstream.port,
+      method: request.method,
+      path,
+      headers: exchange.requestHeaders(request.headers, request.socket.remoteAddress, withBody, forwarding),
+      agent
+    }
+    if (/^100-continue$/i.test(request.headers["expect"] ?? "")) response.writeContinue()
+    let finished = false
+    const abort = exchange.exchange(request, withBody, requestOptions, forwarding, (settled) => {
+      if (finished) return
+      if (settled._tag === "Failure") {
+        const { body, proxyStatus, status } = exchange.failure(settled.error)
+        warn(request, exchange.STATUS[settled.error.reason].text, {
+          reason: settled.error.reason,
+          cause: String(settled.error.cause)
+        })
+        if (response.headersSent) return void response.destroy()
+        const headers: Record<string, string> = {
+          "content-type": "text/plain",
+          "proxy-status": proxyStatus,
+          "cache-control": "no-store"
+        }
+        if (policyField !== undefined) headers["ratelimit-policy"] = policyField
+        if (fields?.limit !== undefined) headers["ratelimit"] = fields.limit
+        return answer(request, response, status, headers, body)
+      }
+      const upstreamResponse = settled.response
+      const head = exchange.responseHead(upstreamResponse)
+      if (policyField !== undefined) {
+        head.headers["ratelimit-policy"] = policyField
+        if (fields?.limit !== undefined) head.headers["ratelimit"] = fields.limit
+      }
+      if (options.closing()) head.headers["connection"] = "close"
+      // A body cut short by the upstream reaches the client cut short: its connection is dropped, not ended.
+      upstreamResponse.once("error", () => {
+        if (!response.writableFinished) response.destroy()
+      })
+      response.writeHead(head.status, head.headers)
+      if (request.method === "HEAD" || head.status === 204 || head.status === 304) {
+        upstreamResponse.resume()
+        response.end()
+      } else {
+        upstreamResponse.pipe(response)
+      }
+    })
+    response.once("close", () => {
+      finished = true
+      // The client went away before the whole response: abort the upstream request, or release its connection.
+      if (!response.writableFinished) abort()
+    })
+  }
+
+  return (request: Http.IncomingMessage, response: Http.ServerResponse): void => {
+    if (tooManyLines(request, maxHeaderLines)) return refuseLines(request, response, maxHeaderLines)
+    const path = upstreamPath(upstream, request.url ?? "/", request.method)
+    if (path === undefined) {
+      return answer(
+        request,
+        response,
+        400,
+        { "content-type": "text/plain", "proxy-status": exchange.generatedStatus("http_request_error") },
+        "400 the request target cannot be forwarded\n"
+      )
+    }
+    if (limit === undefined) return forward(request, response, path, undefined)
+    // Only `set-cookie` is an array in a request's headers, and no key reads it.
+    const headers = request.headers as Readonly<Record<string, string | undefined>>
+    const name = key({ remoteAddress: request.socket.remoteAddress, headers })
+    const remembered = limit.recall(name, 1)
+    if (remembered !== undefined) return refuse(request, response, remembered)
+    runCallback(limit.decide(name, 1) as Effect.Effect<decision.Verdict, Redis.InvalidInput, LR>, {
+      onExit: (exit) => {
+        if (response.destroyed) return
+        if (Exit.isSuccess(exit)) {
+          const verdict = exit.value
+          return verdict.pass ? forward(request, response, path, verdict) : refuse(request, response, verdict)
+        }
+        // A name the store will not take (a key over 4096 bytes, from a header): 400; a defect: 500.
+        const invalid = Cause.failureOption(exit.cause)
+        warn(request, "the rate limit could not decide", { cause: Cause.pretty(exit.cause) })
+        return Option.isSome(invalid)
+          ? answer(
+            request,
+            response,
+            400,
+            { "content-type": "text/plain", "proxy-status": exchange.generatedStatus("http_request_error") },
+            `400 ${invalid.value.message}\n`
+          )
+          : answer(
+            request,
+            response,
+            500,
+            { "content-type": "text/plain", "proxy-status": exchange.generatedStatus("proxy_internal_error") },
+            "500 the rate limit could not decide\n"
+          )
+      }
+    })
+  }
+}
+
+/** @internal Stops accepting, closes idle connections as in-flight responses finish, after `grace` drops the rest. */
+export const drain = (server: Http.Server, grace: Duration.Duration): Effect.Effect<void> =>
+  Effect.gen(function*() {
+    if (!server.listening) return
+    const closed = Effect.async<void>((resume) => {
+      server.close(() => resume(Effect.void))
+    })
+    // Repeats until the race ends: in-flight responses that finish leave keep-alive connections idle.
+    const closeIdle = Effect.sync(() => server.closeIdleConnections()).pipe(Effect.repeat(Schedule.spaced("20 millis")))
+    const dropAll = Effect.sleep(grace).pipe(Effect.zipRight(Effect.sync(() => server.closeAllConnections())))
+    // Only `closed` succeeds; the others run beside it until it does.
+    yield* Effect.raceAll([closed, Effect.zipRight(closeIdle, Effect.never), Effect.zipRight(dropAll, Effect.never)])
+  })
+
+/** @internal Listens on the port for the scope (a `ListenError` if it cannot), draining on close. */
+export const listen = (
+  server: Http.Server,
+  options: Proxy.ServeOptions
+): Effect.Effect<Proxy.Address, Proxy.ListenError, Scope.Scope> =>
+  Effect.acquireRelease(
+    Effect.async<Proxy.Address, Proxy.ListenError>((resume) => {
+      const onError = (cause: Error) =>
+        resume(Effect.fail(new ProxyModule.ListenError({ port: options.port, host: options.host, cause })))
+      server.once("error", onError)
+      server.listen(options.port, options.host, () => {
+        server.off("error", onError)
+        const address = server.address() as Net.AddressInfo
+        resume(Effect.succeed({ host: address.address, port: address.port }))
+      })
+    }),
+    () => drain(server, Duration.decode(options.shutdownTimeout ?? "10 seconds"))
+  )
+
+/** @internal */
+export const layer = <LR>(options: Proxy.LayerOptions<LR>): Layer.Layer<Proxy.Server, Proxy.ListenError, LR> => {
+  const forwarding = exchange.resolve(options)
+  const maxHeaderLines = options.maxHeaderLines ?? MAX_HEADER_LINES
+  if (!Number.isSafeInteger(maxHeaderLines) || maxHeaderLines < 1) {
+    throw new RangeError(
+      `wakuwaku/Proxy: maxHeaderLines must be a positive safe integer, got ${String(maxHeaderLines)}`
+    )
+  }
+  const requestTimeout = Math.min(
+    toMillis(positive(options.requestTimeout ?? "300 seconds", "requestTimeout")),
+    2 ** 31 - 1
+  )
+  const rateLimit = options.rateLimit
+  const limit = rateLimit === undefined ? undefined : decision.make(rateLimit)
+  const key = rateLimit?.key ?? clientIp.resolver({ trustedProxies: options.trustedProxies })
+  return Layer.scoped(
+    ProxyModule.Server,
+    Effect.gen(function*() {
+      const runtime = yield* Effect.runtime<LR>()
+      const agents = yield* Effect.acquireRelease(
+        Effect.sync(() => ({
+          http: new Http.Agent({ keepAlive: true }),
+          https: new Https.Agent({ keepAlive: true })
+        })),
+        (agents) =>
+          Effect.sync(() => {
+            agents.http.destroy()
+            agents.https.destroy()
+          })
+      )
+      let closing = false
+      const server = Http.createServer(
+        // Node checks its request timeouts every connectionsCheckingInterval (30 s by default).
+        { requestTimeout, connectionsCheckingInterval: Math.max(10, Math.min(30_000, Math.ceil(requestTimeout / 4))) },
+        handler({ forwarding, agents, limit, key, maxHeaderLines, runtime, closing: () => closing })
+      )
+      configure(server)
+      // Decided before the body is invited: `100 Continue` only once the limit lets the request through.
+      server.on("checkContinue", (request, response) => server.emit("request", request, response))
+      const address = yield* listen(server, options)
+      // Added after the listener, so it runs first on shutdown: responses while draining close their connections.
+      yield* Effect.addFinalizer(() => Effect.sync(() => (closing = true)))
+      return { address, denials: () => limit?.denials?.size ?? 0 }
+    })
+  )
+}
+
+/** @internal */
+export const headerKey = (name: string, options?: { readonly orElse?: Proxy.Key | undefined }): Proxy.Key => {
+  const lower = name.toLowerCase()
+  const orElse = options?.orElse ?? clientIp.resolver()
+  return (request) => {
+    const value = request.headers[lower]
+    return value === undefined || value === "" ? orElse(request) : `${lower}=${value}`
+  }
+}
