@@ -24,15 +24,22 @@ export { Deadlines } from "./client/deadlines.js"
 /** @internal The key of a service's own entry point for a call made on a fiber it is handed. */
 export const ScriptOnId: unique symbol = Symbol.for("wakuwaku/Redis/scriptOn")
 
-/** @internal A service that can run a script on the fiber it is handed (see `writeScript`), in one step. */
+/**
+ * @internal A service that can run a script on the fiber it is handed (see `writeScript`), in one step. The
+ * entry names the `script` it stands for: a service made by copying this one with another `script` (a
+ * decorator) is called through its own `script`.
+ */
 export interface ScriptOn {
-  readonly [ScriptOnId]: <A>(
-    fiber: Fiber.RuntimeFiber<unknown, unknown>,
-    status: FiberStatus.Running,
-    script: Script.Script<A>,
-    keys: ReadonlyArray<string>,
-    args: ReadonlyArray<string>
-  ) => Effect.Effect<A, Redis.RedisError>
+  readonly [ScriptOnId]: {
+    readonly script: Redis.Service["script"]
+    readonly on: <A>(
+      fiber: Fiber.RuntimeFiber<unknown, unknown>,
+      status: FiberStatus.Running,
+      script: Script.Script<A>,
+      keys: ReadonlyArray<string>,
+      args: ReadonlyArray<string>
+    ) => Effect.Effect<A, Redis.RedisError>
+  }
 }
 
 const isNoScript = (cause: unknown) => cause instanceof Error && cause.message.startsWith("NOSCRIPT")
@@ -118,11 +125,12 @@ export const make = (client: IORedis | Cluster, deadlines?: Deadlines): Redis.Se
     return run as Effect.Effect<A, Redis.RedisError>
   }
 
+  const script: Redis.Service["script"] = (script, keys, args) =>
+    Effect.withFiberRuntime((fiber, status) => scriptOn(fiber, status, script, keys, args))
   const service: Redis.Service & ScriptOn = {
     [Redis.TypeId]: Redis.TypeId,
-    [ScriptOnId]: scriptOn,
-    script: (script, keys, args) =>
-      Effect.withFiberRuntime((fiber, status) => scriptOn(fiber, status, script, keys, args)),
+    [ScriptOnId]: { script, on: scriptOn },
+    script,
     command: (name, args) =>
       Effect.async((resume) =>
         send(

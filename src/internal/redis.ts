@@ -219,7 +219,9 @@ export const writeScript = <E extends Capability.AnyEntity, A>(
     const context = fiber.currentContext
     if (!allows(context, needed)) return violation(needed, context)
     const redis = Context.unsafeGet(context as Context.Context<Redis.Redis>, Redis.Redis)
-    const on = (redis as Partial<client_.ScriptOn>)[client_.ScriptOnId]
-    return on === undefined ? redis.script(script, keys, args) : on(fiber, status, script, keys, args)
+    const fast = (redis as Partial<client_.ScriptOn>)[client_.ScriptOnId]
+    return fast !== undefined && fast.script === redis.script
+      ? fast.on(fiber, status, script, keys, args)
+      : redis.script(script, keys, args)
   })
 }
