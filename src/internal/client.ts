@@ -17,30 +17,9 @@ import { EVERY_MASTER, onEveryMaster } from "./client/cluster.js"
 import type { Deadlines } from "./client/deadlines.js"
 import { dedicated } from "./client/dedicated.js"
 import { redisError } from "./errors.js"
-import { checkKeys } from "./script.js"
+import { checkKeys, type ScriptOn, ScriptOnId } from "./script.js"
 
 export { Deadlines } from "./client/deadlines.js"
-
-/** @internal The key of a service's own entry point for a call made on a fiber it is handed. */
-export const ScriptOnId: unique symbol = Symbol.for("wakuwaku/Redis/scriptOn")
-
-/**
- * @internal A service that can run a script on the fiber it is handed (see `writeScript`), in one step. The
- * entry names the `script` it stands for: a service made by copying this one with another `script` (a
- * decorator) is called through its own `script`.
- */
-export interface ScriptOn {
-  readonly [ScriptOnId]: {
-    readonly script: Redis.Service["script"]
-    readonly on: <A>(
-      fiber: Fiber.RuntimeFiber<unknown, unknown>,
-      status: FiberStatus.Running,
-      script: Script.Script<A>,
-      keys: ReadonlyArray<string>,
-      args: ReadonlyArray<string>
-    ) => Effect.Effect<A, Redis.RedisError>
-  }
-}
 
 const isNoScript = (cause: unknown) => cause instanceof Error && cause.message.startsWith("NOSCRIPT")
 

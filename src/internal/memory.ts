@@ -9,10 +9,13 @@
  *   waiting fiber, so an interrupted wait has moved nothing.
  */
 import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
+import type * as Fiber from "effect/Fiber"
+import type * as FiberStatus from "effect/FiberStatus"
 import * as Layer from "effect/Layer"
 import type * as Scope from "effect/Scope"
 import * as Capability from "../Capability.js"
@@ -20,7 +23,7 @@ import * as Redis from "../Redis.js"
 import * as Script from "../Script.js"
 import { command, side, upper } from "./memory/commands.js"
 import { Db } from "./memory/keyspace.js"
-import { checkKeys, unexpected } from "./script.js"
+import { checkKeys, type ScriptOn, ScriptOnId, unexpected } from "./script.js"
 
 /** The same symbol as `Redis.MemoryStoreTypeId`, made here: this module loads while Redis.ts does. */
 const MemoryStoreTypeId: Redis.MemoryStoreTypeId = Symbol.for("wakuwaku/MemoryStore") as Redis.MemoryStoreTypeId
@@ -156,40 +159,53 @@ const close = (store: StoreImpl, id: number, connection: Connection) => {
 /** @internal The service over a store. */
 export const make = (store: Redis.MemoryStore): Redis.Service => {
   const impl = store as StoreImpl
-  return {
+  /**
+   * A script, run on the fiber that calls it: the twin at the time of the fiber's Clock, synchronously, its
+   * reply decoded into the Exit the fiber goes on with. No step of the fiber beyond the caller's own.
+   */
+  const scriptOn = <A>(
+    fiber: Fiber.RuntimeFiber<unknown, unknown>,
+    _: FiberStatus.Running,
+    script: Script.Script<A>,
+    keys: ReadonlyArray<string>,
+    args: ReadonlyArray<string>
+  ): Effect.Effect<A, Redis.RedisError> => {
+    const wrong = checkKeys(script as Script.Script<unknown>, keys)
+    if (wrong !== undefined) return Effect.dieMessage(wrong)
+    const run = script.twin
+    if (run === undefined) {
+      return Exit.fail(
+        failure("Script", `script ${script.name}`, `NOSCRIPT the memory backend has no twin of script ${script.name}`)
+      )
+    }
+    impl.db.at(Context.get(fiber.currentDefaultServices, Clock.Clock).unsafeCurrentTimeNanos())
+    let reply: Script.Reply
+    try {
+      reply = run(impl.db, keys, args)
+    } catch (cause) {
+      return Exit.fail(
+        new Redis.RedisError({
+          reason: "Script",
+          operation: `script ${script.name}`,
+          cause: scriptCause(script, cause)
+        })
+      )
+    }
+    const decoded = script.decode(reply)
+    return Either.isRight(decoded)
+      ? Exit.succeed(decoded.right)
+      : Exit.fail(unexpected(script as Script.Script<unknown>, reply, decoded.left))
+  }
+  const script: Redis.Service["script"] = (script, keys, args) =>
+    Effect.withFiberRuntime((fiber, status) => scriptOn(fiber, status, script, keys, args))
+  const service: Redis.Service & ScriptOn = {
     [Redis.TypeId]: Redis.TypeId,
-    script: <A>(script: Script.Script<A>, keys: ReadonlyArray<string>, args: ReadonlyArray<string>) => {
-      const wrong = checkKeys(script as Script.Script<unknown>, keys)
-      if (wrong !== undefined) return Effect.dieMessage(wrong)
-      const run = script.twin
-      if (run === undefined) {
-        return Effect.fail(
-          failure("Script", `script ${script.name}`, `NOSCRIPT the memory backend has no twin of script ${script.name}`)
-        )
-      }
-      return Effect.flatMap(Clock.currentTimeNanos, (nanos): Effect.Effect<A, Redis.RedisError> => {
-        impl.db.at(nanos)
-        let reply: Script.Reply
-        try {
-          reply = run(impl.db, keys, args)
-        } catch (cause) {
-          return Exit.fail(
-            new Redis.RedisError({
-              reason: "Script",
-              operation: `script ${script.name}`,
-              cause: scriptCause(script, cause)
-            })
-          )
-        }
-        const decoded = script.decode(reply)
-        return Either.isRight(decoded)
-          ? Exit.succeed(decoded.right)
-          : Exit.fail(unexpected(script as Script.Script<unknown>, reply, decoded.left))
-      })
-    },
+    [ScriptOnId]: { script, on: scriptOn },
+    script,
     command: (name, args) => atNow(impl, name, "Server", () => runCommand(impl, name, args)),
     dedicated: () => dedicated(impl)
   }
+  return service
 }
 
 /** An error raised inside a twin reads as Redis words one raised inside a script. */

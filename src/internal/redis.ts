@@ -21,6 +21,7 @@ import * as client_ from "./client.js"
 import { drop } from "./client/dedicated.js"
 import { toMillis } from "./duration.js"
 import { redisError } from "./errors.js"
+import { type ScriptOn, ScriptOnId } from "./script.js"
 
 /** @internal Wraps a client the caller owns, with the client's own options. */
 export const make = (client: IORedis | Cluster): Redis.Service => client_.make(client)
@@ -219,7 +220,7 @@ export const writeScript = <E extends Capability.AnyEntity, A>(
     const context = fiber.currentContext
     if (!allows(context, needed)) return violation(needed, context)
     const redis = Context.unsafeGet(context as Context.Context<Redis.Redis>, Redis.Redis)
-    const fast = (redis as Partial<client_.ScriptOn>)[client_.ScriptOnId]
+    const fast = (redis as Partial<ScriptOn>)[ScriptOnId]
     return fast !== undefined && fast.script === redis.script
       ? fast.on(fiber, status, script, keys, args)
       : redis.script(script, keys, args)

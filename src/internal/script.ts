@@ -5,6 +5,8 @@
  */
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
+import type * as Fiber from "effect/Fiber"
+import type * as FiberStatus from "effect/FiberStatus"
 import { createHash } from "node:crypto"
 import * as Redis from "../Redis.js"
 import type * as Script from "../Script.js"
@@ -99,6 +101,27 @@ const show = (reply: unknown): string => {
     return JSON.stringify(reply) ?? String(reply)
   } catch {
     return String(reply)
+  }
+}
+
+/** @internal The key of a service's own entry point for a call made on a fiber it is handed. */
+export const ScriptOnId: unique symbol = Symbol.for("wakuwaku/Redis/scriptOn")
+
+/**
+ * @internal A service that can run a script on the fiber it is handed (see `writeScript` in redis.ts), in one step. The
+ * entry names the `script` it stands for: a service made by copying this one with another `script` (a
+ * decorator) is called through its own `script`.
+ */
+export interface ScriptOn {
+  readonly [ScriptOnId]: {
+    readonly script: Redis.Service["script"]
+    readonly on: <A>(
+      fiber: Fiber.RuntimeFiber<unknown, unknown>,
+      status: FiberStatus.Running,
+      script: Script.Script<A>,
+      keys: ReadonlyArray<string>,
+      args: ReadonlyArray<string>
+    ) => Effect.Effect<A, Redis.RedisError>
   }
 }
 
