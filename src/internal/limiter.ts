@@ -61,6 +61,9 @@ export const count = (reply: unknown): Either.Either<number, string> =>
 
 type Failure = Redis.RedisError | Redis.InvalidInput
 
+/** Costs below this get a shared ARGV array each. */
+const SMALL = 64
+
 /** @internal The operations of a one-key-per-name limiter of `kind`. */
 export class Limiter<Name extends Redis.KeyName, E extends Capability.AnyEntity> {
   readonly label: string
@@ -77,6 +80,13 @@ export class Limiter<Name extends Redis.KeyName, E extends Capability.AnyEntity>
     this.label = `${kind}(${namespace})`
     this.prefix = key.itemKey(kind, namespace, "")
   }
+
+  /** ARGV [shape, cost], the same array for every call of a small cost (the batcher only reads it). */
+  private argsOf(cost: number): ReadonlyArray<string> {
+    if (cost >= SMALL) return [this.shape, String(cost)]
+    return this.small[cost] ??= [this.shape, String(cost)]
+  }
+  private readonly small: Array<ReadonlyArray<string>> = []
 
   /** The key of `name`, or why it has none. */
   private keyOf(operation: string, name: Name): string | Redis.InvalidInput {
@@ -112,7 +122,7 @@ export class Limiter<Name extends Redis.KeyName, E extends Capability.AnyEntity>
       this.entity,
       script,
       [k],
-      more === undefined ? [this.shape, String(cost)] : [this.shape, String(cost), more]
+      more === undefined ? this.argsOf(cost) : [this.shape, String(cost), more]
     )
   }
 

@@ -41,14 +41,15 @@ export type SendScript = (
 
 type Resume = (effect: Effect.Effect<unknown, Redis.RedisError>) => void
 
-/** @internal The outcome of a call of `script`, decoded, as an Exit for its fiber to resume with. */
-export const decodedExit = (script: Script.Script<unknown>, outcome: Outcome): Exit.Exit<unknown, Redis.RedisError> => {
-  if ("error" in outcome) return Exit.fail(outcome.error)
-  const decoded = script.decode(outcome.reply)
-  return Either.isRight(decoded)
-    ? Exit.succeed(decoded.right)
-    : Exit.fail(unexpected(script, outcome.reply, decoded.left))
+/** @internal A reply of `script`, decoded, as an Exit for its fiber to resume with. */
+export const decodedReply = (script: Script.Script<unknown>, reply: unknown): Exit.Exit<unknown, Redis.RedisError> => {
+  const decoded = script.decode(reply)
+  return Either.isRight(decoded) ? Exit.succeed(decoded.right) : Exit.fail(unexpected(script, reply, decoded.left))
 }
+
+/** @internal The outcome of a call of `script`, decoded, as an Exit for its fiber to resume with. */
+export const decodedExit = (script: Script.Script<unknown>, outcome: Outcome): Exit.Exit<unknown, Redis.RedisError> =>
+  "error" in outcome ? Exit.fail(outcome.error) : decodedReply(script, outcome.reply)
 
 /** @internal A fiber that can say whether it has been interrupted (Effect's FiberRuntime does). */
 export interface Interruptible {
@@ -141,7 +142,7 @@ export const make = (
         const replies: ReadonlyArray<unknown> = outcome.reply
         for (let i = 0; i < resumes.length; i++) {
           const reply = replies[i]
-          resumes[i]!(reply instanceof Error ? Exit.fail(scriptError(script, reply)) : decodedExit(script, { reply }))
+          resumes[i]!(reply instanceof Error ? Exit.fail(scriptError(script, reply)) : decodedReply(script, reply))
         }
       } else {
         const error = unexpectedReply(`script ${many.name}`, outcome.reply, `an array of ${resumes.length} replies`)
