@@ -41,9 +41,7 @@ const closure = (roots: ReadonlyArray<string>): Set<string> => {
   return seen
 }
 
-const STRUCTURES = ["TokenBucket", "FixedWindow", "Lock", "RwLock", "Pipe", "Semaphore"].filter((name) =>
-  modules.includes(`${name}.ts`)
-)
+const STRUCTURES = ["TokenBucket", "FixedWindow", "Lock", "RwLock", "Pipe", "Semaphore"]
 const HTTP = ["http.ts", "RateLimit.ts", "ClientIp.ts", "Proxy.ts", "bin.ts"]
 const isHttp = (module: string) =>
   HTTP.includes(module) || module.startsWith("internal/http/") || module.startsWith("internal/proxy/") ||
@@ -60,7 +58,7 @@ const isStructure = (module: string) =>
 describe("architecture: the import rules", () => {
   it("the sources are found, and every structure is known", () => {
     expect(modules).toContain("Redis.ts")
-    expect(STRUCTURES).toEqual(expect.arrayContaining(["TokenBucket", "FixedWindow", "Lock", "RwLock", "Pipe"]))
+    for (const structure of STRUCTURES) expect(modules).toContain(`${structure}.ts`)
     const facades = modules.filter((module) => !module.includes("/") && module !== "index.ts")
     const known = new Set([
       ...STRUCTURES.map((structure) => `${structure}.ts`),

@@ -1,5 +1,5 @@
 /**
- * @internal Fences, shared by Lock and RwLock (write grants): a number that strictly increases with
+ * @internal Fences, shared by Lock, RwLock (write grants) and Semaphore: a number that strictly increases with
  * every grant of one name, also across idle expiry. It is the server time in µs, or the last fence plus
  * one if that is larger, kept in a key of the name's hash slot for as long as the lease.
  */

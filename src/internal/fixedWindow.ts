@@ -1,4 +1,4 @@
-/** @internal */
+/** @internal FixedWindow: its scripts (acquire, with its batch variant; peek) and their twins, and the window value. */
 import * as Duration from "effect/Duration"
 import type * as FixedWindow from "../FixedWindow.js"
 import type * as Redis from "../Redis.js"

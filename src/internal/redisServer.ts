@@ -1,4 +1,4 @@
-/** @internal */
+/** @internal Throwaway redis-server processes and local clusters, for `wakuwaku/testing`. */
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"

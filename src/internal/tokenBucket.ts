@@ -1,4 +1,7 @@
-/** @internal */
+/**
+ * @internal TokenBucket: its scripts (acquire, with its batch variant; peek; reserve; refund) and their twins, the
+ * bucket value, and `throttle`.
+ */
 import * as Data from "effect/Data"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
