@@ -17,7 +17,7 @@ import { EVERY_MASTER, onEveryMaster } from "./client/cluster.js"
 import type { Deadlines } from "./client/deadlines.js"
 import { dedicated } from "./client/dedicated.js"
 import { redisError } from "./errors.js"
-import { checkKeys, type ScriptOn, ScriptOnId } from "./script.js"
+import { checkKeys, scriptEntry, type ScriptOn } from "./script.js"
 
 export { Deadlines } from "./client/deadlines.js"
 
@@ -104,12 +104,9 @@ export const make = (client: IORedis | Cluster, deadlines?: Deadlines): Redis.Se
     return run as Effect.Effect<A, Redis.RedisError>
   }
 
-  const script: Redis.Service["script"] = (script, keys, args) =>
-    Effect.withFiberRuntime((fiber, status) => scriptOn(fiber, status, script, keys, args))
   const service: Redis.Service & ScriptOn = {
     [Redis.TypeId]: Redis.TypeId,
-    [ScriptOnId]: { script, on: scriptOn },
-    script,
+    ...scriptEntry(scriptOn),
     command: (name, args) =>
       Effect.async((resume) =>
         send(

@@ -12,7 +12,6 @@ import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import type * as Fiber from "effect/Fiber"
 import type * as FiberStatus from "effect/FiberStatus"
@@ -23,7 +22,7 @@ import * as Redis from "../Redis.js"
 import * as Script from "../Script.js"
 import { command, side, upper } from "./memory/commands.js"
 import { Db } from "./memory/keyspace.js"
-import { checkKeys, type ScriptOn, ScriptOnId, unexpected } from "./script.js"
+import { checkKeys, decodedReply, scriptEntry, type ScriptOn } from "./script.js"
 
 /** The same symbol as `Redis.MemoryStoreTypeId`, made here: this module loads while Redis.ts does. */
 const MemoryStoreTypeId: Redis.MemoryStoreTypeId = Symbol.for("wakuwaku/MemoryStore") as Redis.MemoryStoreTypeId
@@ -191,17 +190,11 @@ export const make = (store: Redis.MemoryStore): Redis.Service => {
         })
       )
     }
-    const decoded = script.decode(reply)
-    return Either.isRight(decoded)
-      ? Exit.succeed(decoded.right)
-      : Exit.fail(unexpected(script as Script.Script<unknown>, reply, decoded.left))
+    return decodedReply(script, reply)
   }
-  const script: Redis.Service["script"] = (script, keys, args) =>
-    Effect.withFiberRuntime((fiber, status) => scriptOn(fiber, status, script, keys, args))
   const service: Redis.Service & ScriptOn = {
     [Redis.TypeId]: Redis.TypeId,
-    [ScriptOnId]: { script, on: scriptOn },
-    script,
+    ...scriptEntry(scriptOn),
     command: (name, args) => atNow(impl, name, "Server", () => runCommand(impl, name, args)),
     dedicated: () => dedicated(impl)
   }

@@ -5,6 +5,7 @@
  */
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
+import * as Exit from "effect/Exit"
 import type * as Fiber from "effect/Fiber"
 import type * as FiberStatus from "effect/FiberStatus"
 import { createHash } from "node:crypto"
@@ -123,6 +124,24 @@ export interface ScriptOn {
       args: ReadonlyArray<string>
     ) => Effect.Effect<A, Redis.RedisError>
   }
+}
+
+/**
+ * @internal A service's `script` and the entry behind it, from the function that runs a call on the fiber
+ * making it.
+ */
+export const scriptEntry = (on: ScriptOn[typeof ScriptOnId]["on"]) => {
+  const script: Redis.Service["script"] = (script, keys, args) =>
+    Effect.withFiberRuntime((fiber, status) => on(fiber, status, script, keys, args))
+  return { [ScriptOnId]: { script, on }, script } as const
+}
+
+/** @internal A reply of `script`, decoded, as an Exit for the fiber waiting for it to resume with. */
+export const decodedReply = <A>(script: Script.Script<A>, reply: unknown): Exit.Exit<A, Redis.RedisError> => {
+  const decoded = script.decode(reply)
+  return Either.isRight(decoded)
+    ? Exit.succeed(decoded.right)
+    : Exit.fail(unexpected(script as Script.Script<unknown>, reply, decoded.left))
 }
 
 /** @internal Runs `script` on `redis`, which decodes the reply. */

@@ -14,7 +14,6 @@
  */
 import keySlot from "cluster-key-slot"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import type * as Fiber from "effect/Fiber"
 import type * as FiberStatus from "effect/FiberStatus"
@@ -22,7 +21,7 @@ import * as RuntimeFlags from "effect/RuntimeFlags"
 import * as Redis from "../../Redis.js"
 import type * as Script from "../../Script.js"
 import { redisError } from "../errors.js"
-import { unexpected, unexpectedReply } from "../script.js"
+import { decodedReply, unexpectedReply } from "../script.js"
 
 /** @internal The outcome of one request: its reply, or its failure. */
 export type Outcome = { readonly reply: unknown } | { readonly error: Redis.RedisError }
@@ -40,12 +39,6 @@ export type SendScript = (
 ) => void
 
 type Resume = (effect: Effect.Effect<unknown, Redis.RedisError>) => void
-
-/** @internal A reply of `script`, decoded, as an Exit for its fiber to resume with. */
-export const decodedReply = (script: Script.Script<unknown>, reply: unknown): Exit.Exit<unknown, Redis.RedisError> => {
-  const decoded = script.decode(reply)
-  return Either.isRight(decoded) ? Exit.succeed(decoded.right) : Exit.fail(unexpected(script, reply, decoded.left))
-}
 
 /** @internal The outcome of a call of `script`, decoded, as an Exit for its fiber to resume with. */
 export const decodedExit = (script: Script.Script<unknown>, outcome: Outcome): Exit.Exit<unknown, Redis.RedisError> =>
