@@ -1,5 +1,5 @@
 /**
- * Reservations on a token bucket (issue 16): debt, the wait that pays it, refunds and `throttle`.
+ * Reservations on a token bucket: debt, the wait that pays it, refunds and `throttle`.
  *
  * - Under `TestClock` on the embedded backend, every value is exact: the memory backend reads Effect's
  *   Clock, so the waits, retry times, TTLs and stored levels asserted are the rules' own numbers.

@@ -1,5 +1,5 @@
 /**
- * Throttling across OS processes (issue 16): 4 processes each start 50 `TokenBucket.throttle` calls at
+ * Throttling across OS processes: 4 processes each start 50 `TokenBucket.throttle` calls at
  * once on one name of a bucket of 10 refilled 50 a second (one token every 20 ms), and record for each
  * call when it was made, the wait its reservation gave, and when it started.
  *

@@ -148,7 +148,7 @@ describe("bad flags: one line on stderr, nothing on stdout, exit code 2", () => 
 })
 
 describe("parse", () => {
-  it("defaults to the seed's policy: a token bucket of 20, one back every 3 s, per client IP, on :8080, embedded store", () => {
+  it("defaults to the demo policy: a token bucket of 20, one back every 3 s, per client IP, on :8080, embedded store", () => {
     const c = config(["--upstream", "http://127.0.0.1:3000"])
     expect(c).toMatchObject({
       host: undefined,
@@ -316,7 +316,7 @@ describe("parse", () => {
 })
 
 describe("running", () => {
-  it("--demo (what `npm start` runs): the seed's policy, 20 requests pass and the 21st gets 429", async () => {
+  it("--demo (what `npm start` runs): the demo policy, 20 requests pass and the 21st gets 429", async () => {
     const proxy = await startProxy(["--demo"])
     cleanups.push(async () => {
       proxy.child.kill("SIGTERM")

@@ -1,11 +1,11 @@
 /**
- * `npm run loadtest` (test/load/): the seed's vegeta scenario (20 req/s for 10 s against 10 per
+ * `npm run loadtest` (test/load/): the classic vegeta scenario (20 req/s for 10 s against 10 per
  * second: 200:104, 429:96) reproduced within ±3 percentage points of theory, for the fixed window
  * and the token bucket, on the memory store and on Redis; the theory's figures; the vegeta-like
  * report; and the refusal of non-loopback targets.
  *
- * The live runs are the seed's scenario for 5 s instead of 10 (100 requests each, four scenarios in
- * about 21 s): the seed's low rate keeps the in-process proxy far from saturation even on a loaded
+ * The live runs are that scenario for 5 s instead of 10 (100 requests each, four scenarios in
+ * about 21 s): its low rate keeps the in-process proxy far from saturation even on a loaded
  * 2-core machine, where the theory would no longer hold (a server that falls behind admits late
  * requests on later refills or windows). One request is 1 pp of the 3 pp tolerance.
  */
@@ -21,25 +21,25 @@ import { fixedWindowAdmitted, type Policy, theory } from "./load/theory.js"
 const redisUrl = inject("redisUrl")
 
 describe("theory", () => {
-  const seed = { rate: 20, durationMs: 10_000 }
+  const vegeta = { rate: 20, durationMs: 10_000 }
 
   it("fixed window at 10 per second under 20 per second for 10 s: 50% aligned, up to 55%, 52.5% on average", () => {
-    const t = theory({ algorithm: "fixed-window", limit: 10, windowMs: 1000 }, seed)
+    const t = theory({ algorithm: "fixed-window", limit: 10, windowMs: 1000 }, vegeta)
     expect(t.low).toBe(0.5)
     expect(t.high).toBe(0.55)
     expect(t.ratio).toBeCloseTo(0.525, 10)
     expect(t.text).toContain("10 or 11 windows touched")
-    // The seed's 104 of 200: a start 0.2 (or 0.8) into a window.
-    expect(fixedWindowAdmitted(10, 1000, seed, 0)).toBe(100)
-    expect(fixedWindowAdmitted(10, 1000, seed, 200)).toBe(104)
-    expect(fixedWindowAdmitted(10, 1000, seed, 800)).toBe(104)
-    expect(fixedWindowAdmitted(10, 1000, seed, 500)).toBe(110)
+    // The original run's 104 of 200: a start 0.2 (or 0.8) into a window.
+    expect(fixedWindowAdmitted(10, 1000, vegeta, 0)).toBe(100)
+    expect(fixedWindowAdmitted(10, 1000, vegeta, 200)).toBe(104)
+    expect(fixedWindowAdmitted(10, 1000, vegeta, 800)).toBe(104)
+    expect(fixedWindowAdmitted(10, 1000, vegeta, 500)).toBe(110)
   })
 
   it("a fixed window's theory at a given alignment is exact for that alignment", () => {
     const policy: Policy = { algorithm: "fixed-window", limit: 10, windowMs: 1000 }
     // First request 250 ms into its window: 15 arrivals in the first, 9 full windows, 5 in the last.
-    const t = theory(policy, seed, 1_700_000_000_250)
+    const t = theory(policy, vegeta, 1_700_000_000_250)
     expect(t.ratio).toBe(105 / 200)
     expect(t.text).toContain("0.250 into its window")
     expect(t.text).toContain("105/200 = 52.50%")
@@ -52,10 +52,10 @@ describe("theory", () => {
       refillTokens,
       refillPeriodMs: 1000
     })
-    expect(theory(bucket(10, 10), seed).ratio).toBe(0.55)
-    expect(theory(bucket(0, 10), seed).ratio).toBe(0.5)
-    expect(theory(bucket(100, 20), seed).ratio).toBe(1)
-    expect(theory(bucket(10, 10), seed).text).toContain("(10 + 10·10)/(20·10)) = 55.00%")
+    expect(theory(bucket(10, 10), vegeta).ratio).toBe(0.55)
+    expect(theory(bucket(0, 10), vegeta).ratio).toBe(0.5)
+    expect(theory(bucket(100, 20), vegeta).ratio).toBe(1)
+    expect(theory(bucket(10, 10), vegeta).text).toContain("(10 + 10·10)/(20·10)) = 55.00%")
   })
 
   it("a window that is not whole seconds, and a rate that does not divide it", () => {
@@ -68,8 +68,8 @@ describe("theory", () => {
 })
 
 describe("report", () => {
-  /** The seed's vegeta run, rebuilt: 200 requests every 50 ms, 104 allowed, 96 denied, 2 ms each. */
-  const seedRun: AttackResult = {
+  /** The original vegeta run, rebuilt: 200 requests every 50 ms, 104 allowed, 96 denied, 2 ms each. */
+  const vegetaRun: AttackResult = {
     target: "http://127.0.0.1:8080/",
     method: "GET",
     rate: 20,
@@ -89,7 +89,7 @@ describe("report", () => {
   }
 
   it("prints vegeta's lines: status counts, success ratio, latencies, throughput", () => {
-    const m = metrics(seedRun)
+    const m = metrics(vegetaRun)
     expect(m.requests).toBe(200)
     expect(m.success).toBe(104)
     expect(m.successRatio).toBe(0.52)
@@ -133,7 +133,7 @@ describe("command line", () => {
     expect(parseRate("0/s")).toBeUndefined()
   })
 
-  it("defaults to the seed's scenario: 20/s for 10 s against a fixed window of 10 per second, on memory", () => {
+  it("defaults to the vegeta scenario: 20/s for 10 s against a fixed window of 10 per second, on memory", () => {
     expect(parseOptions([])).toEqual({
       target: undefined,
       rate: 20,
@@ -217,7 +217,7 @@ describe("command line", () => {
   })
 })
 
-describe("the seed's scenario (20/s against 10 per second), for 5 s instead of 10, within ±3 pp of theory", () => {
+describe("the vegeta scenario (20/s against 10 per second), for 5 s instead of 10, within ±3 pp of theory", () => {
   const RATE = 20
   const DURATION_MS = 5000
   const policies: ReadonlyArray<Policy> = [

@@ -1,5 +1,5 @@
 /**
- * One address and CIDR parser for the command line, `ClientIp` and the proxy (issue 14, defect 6): every
+ * One address and CIDR parser for the command line, `ClientIp` and the proxy : every
  * entry that one of them accepts the others accept, and one that one refuses they all refuse.
  */
 import { describe, expect, it } from "vitest"

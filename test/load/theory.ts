@@ -5,14 +5,14 @@
  * - Token bucket, capacity C, refill r per second, attacked at R per second for T seconds: the bucket
  *   starts full, so C requests pass at once, and then as many as it refills: (C + r·T) / (R·T),
  *   capped at 1. (The last request is sent at T − 1/R, so the discrete count can fall short of the
- *   formula by r/R tokens: 0.5 of 200 requests in the seed's scenario, 0.25 percentage points.)
+ *   formula by r/R tokens: 0.5 of 200 requests in the vegeta scenario, 0.25 percentage points.)
  * - Fixed window, L per W, attacked at R per second for T seconds: windows are aligned to the
  *   server's clock (epoch multiples of W), not to the attack, so the attack touches T/W windows when
  *   it starts exactly on a window's edge and one more otherwise (10 or 11 for 10 s of 1 s windows).
  *   Each window admits min(L, its arrivals). When R·W > L every inner window is full, and what moves
  *   the ratio is how the first and last partial windows share the arrivals: at 20/s against 10 per
  *   second for 10 s, 100 of 200 (50%) when aligned, up to 110 (55%) when the attack starts half-way
- *   through a window; 52.5% on average over alignments. The seed's 104 of 200 is one such alignment.
+ *   through a window; 52.5% on average over alignments. The original run's 104 of 200 is one such alignment.
  *   Given the attack's start on the wall clock, the expected count at that alignment is exact.
  */
 

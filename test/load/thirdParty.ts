@@ -1,5 +1,5 @@
 /**
- * The seed's experiment with a third-party load generator (issue 14, "A real client"): npm's `loadtest`
+ * The vegeta experiment (20 req/s for 10 s against a fixed window of 10 per second) with a third-party load generator: npm's `loadtest`
  * holding 20 requests per second for 10 s (`--rps 20 -n 200 -c 1 -k`) through `wakuwaku proxy` on Redis,
  * against a fixed window of 10 per second, compared with the theory (test/load/theory.ts) at the run's own
  * alignment to the server's windows.
