@@ -1,7 +1,8 @@
 /**
- * The proxy tried as an attacker would (path escapes, the header cap, secrets in logs, bodies of denied clients, key spaces, address parsers, forwarding details, Proxy-Status, a store down at start), over raw sockets: each test is the
- * attacker's request, against `Proxy.layer` (what `wakuwaku proxy` runs) in this process, or against the
- * command itself in a child process. Defect 6 (three address parsers) is test/http/address.test.ts.
+ * The proxy tried as an attacker would (path escapes, the header cap, secrets in logs, bodies of denied
+ * clients, key spaces, forwarding details, Proxy-Status, a store down at start), over raw sockets: each
+ * test is the attacker's request, against `Proxy.layer` (what `wakuwaku proxy` runs) in this process, or against the
+ * command itself in a child process. Three address parsers agreeing is test/http/address.test.ts.
  */
 import { Context, Effect, Exit, Layer, Logger, LogLevel, Scope } from "effect"
 import type * as Http from "node:http"

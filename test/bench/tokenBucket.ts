@@ -31,8 +31,9 @@
  *   memory, shared with no other process, so it is no peer of the rows above; it shows what the
  *   embedded backend costs in one process (its Redis CPU column is the idle server's).
  *
- * Throughput rounds: 100 000 acquires (long enough that the ramp at each end of a round, with fewer in flight, weighs little) of cost 1 over 10 000 names, 256 in flight, capacity 1 000 000
- * refilled at 1000/s, so every acquire is allowed. Latency rounds: 3000 acquires one after another.
+ * Throughput rounds: 100 000 acquires of cost 1 over 10 000 names, 256 in flight, capacity 1 000 000
+ * refilled at 1000/s, so every acquire is allowed (long rounds, so that the ramp at each end of a round,
+ * with fewer in flight, weighs little). Latency rounds: 3000 acquires one after another.
  * Every round starts from an empty database (FLUSHALL, untimed). Each contender gets two untimed
  * warm-up rounds of each kind, then 5 timed rounds of each; figures are medians over rounds with min–max.
  * With `--quick` (development): 20 000 and 1000 acquires per round, 1 warm-up, 2 timed rounds.
