@@ -2,7 +2,8 @@
  * `npm run loadtest`: the classic vegeta scenario (20 req/s for 10 s against 10 per second), reproduced.
  * An open-model attack at a constant rate (`attack.ts`) against a rate-limited target, a vegeta-like
  * report (`report.ts`), the theoretical success ratio of the configured policy (`theory.ts`), and
- * whether the measurement is within ±3 percentage points of it (exit 0) or not (exit 1). Bad flags and refused targets exit 2.
+ * whether the measurement is within ±3 percentage points of it (exit 0) or not (exit 1). Bad flags and
+ * refused targets exit 2.
  *
  * Without `--target` it starts its own target in this process (`target.ts`): a local upstream and a
  * limiting server in front of it, on the memory store or on Redis. With `--target` the policy flags
