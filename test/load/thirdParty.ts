@@ -1,6 +1,6 @@
 /**
- * The vegeta experiment (20 req/s for 10 s against a fixed window of 10 per second) with a third-party load generator: npm's `loadtest`
- * holding 20 requests per second for 10 s (`--rps 20 -n 200 -c 1 -k`) through `wakuwaku proxy` on Redis,
+ * The classic vegeta experiment (20 req/s for 10 s against 10 per second) with a third-party load
+ * generator: npm's `loadtest` holding 20 requests per second for 10 s (`--rps 20 -n 200 -c 1 -k`) through `wakuwaku proxy` on Redis,
  * against a fixed window of 10 per second, compared with the theory (test/load/theory.ts) at the run's own
  * alignment to the server's windows.
  *
