@@ -1,8 +1,8 @@
 /**
  * The classic vegeta experiment (20 req/s for 10 s against 10 per second) with a third-party load
- * generator: npm's `loadtest` holding 20 requests per second for 10 s (`--rps 20 -n 200 -c 1 -k`) through `wakuwaku proxy` on Redis,
- * against a fixed window of 10 per second, compared with the theory (test/load/theory.ts) at the run's own
- * alignment to the server's windows.
+ * generator: npm's `loadtest` holding 20 requests per second for 10 s (`--rps 20 -n 200 -c 1 -k`)
+ * through `wakuwaku proxy` on Redis, against a fixed window of 10 per second, compared with the theory
+ * (test/load/theory.ts) at the run's own alignment to the server's windows.
  *
  * `npx tsx test/load/thirdParty.ts`: starts a throwaway redis-server, the upstream (test/load/upstream.ts)
  * and `wakuwaku proxy` (from the sources), each in a process of its own, runs loadtest, prints its output,
