@@ -66,6 +66,30 @@ const serve = async (app: HttpApp.Default<unknown, NodeHttpClient.HttpAgent | Re
   return address.port
 }
 
+/** Runs `Proxy.layer` (what `wakuwaku proxy` runs) on a free loopback port, without a limit, until the test ends. */
+const serveLayer = async (options: Proxy.Options): Promise<number> => {
+  const scope = Effect.runSync(Scope.make())
+  const context = await Effect.runPromise(
+    Layer.buildWithScope(
+      Proxy.layer({ ...options, port: 0, host: "127.0.0.1", shutdownTimeout: "1 second" }).pipe(
+        Layer.provide(captureLogs)
+      ),
+      scope
+    )
+  )
+  cleanups.push(() => Effect.runPromise(Scope.close(scope, Exit.void)))
+  return Context.get(context, Proxy.Server).address.port
+}
+
+/**
+ * The proxy's two front ends, which forward alike: `Proxy.make` served by `Proxy.serve` (@effect/platform,
+ * node:http to the upstream), and `Proxy.layer` (its own node:http server, undici to the upstream).
+ */
+const FRONT_ENDS: ReadonlyArray<readonly [string, (options: Proxy.Options) => Promise<number>]> = [
+  ["Proxy.make", (options) => serve(Proxy.make(options))],
+  ["Proxy.layer", serveLayer]
+]
+
 /** A started upstream, closed after the test. */
 const startUpstream = async (handler: Http.RequestListener) => {
   const server = await upstream(handler)
@@ -121,13 +145,13 @@ const HOP_BY_HOP = [
   "proxy-authenticate"
 ]
 
-describe("forwarding", () => {
+describe.each(FRONT_ENDS)("forwarding, %s", (frontEnd, start) => {
   it("forwards the method, the path and query (under the upstream's own path), the headers and the body", async () => {
     const up = await recordingUpstream((_req, res) => {
       res.writeHead(201, { "content-type": "application/json", "x-from-upstream": "yes" })
       res.end(JSON.stringify({ created: true }))
     })
-    const port = await serve(Proxy.make({ upstream: `${up.url}/base/` }))
+    const port = await start({ upstream: `${up.url}/base/` })
     const reply = await request(port, {
       method: "PUT",
       path: "/items/42?x=1&y=a%20b&y=c",
@@ -155,7 +179,7 @@ describe("forwarding", () => {
 
   it("forwards other methods and empty bodies as they are", async () => {
     const up = await recordingUpstream((req, res) => res.writeHead(req.method === "DELETE" ? 204 : 200).end())
-    const port = await serve(Proxy.make({ upstream: up.url }))
+    const port = await start({ upstream: up.url })
     const deleted = await request(port, { method: "DELETE", path: "/x" })
     const posted = await request(port, { method: "POST", path: "/y", headers: { "content-length": "0" }, body: "" })
     expect(deleted.status).toBe(204)
@@ -170,7 +194,7 @@ describe("forwarding", () => {
 
   it("drops every hop-by-hop request header, and every header Connection names", async () => {
     const up = await recordingUpstream()
-    const port = await serve(Proxy.make({ upstream: up.url }))
+    const port = await start({ upstream: up.url })
     await request(port, {
       method: "POST",
       path: "/",
@@ -193,10 +217,17 @@ describe("forwarding", () => {
     })
     const seen = up.seen[0]!
     expect(seen.body).toBe("chunked body")
+    // undici frames a body by its length when the whole of it had come before the request was written.
+    const byLength = frontEnd === "Proxy.layer" && header(seen, "content-length").length > 0
+    if (byLength) expect(header(seen, "content-length")).toEqual(["12"])
     for (const name of [...HOP_BY_HOP, "x-named-one", "x-named-two", "x-named-three"]) {
       // The proxy's own connection to the upstream adds `Connection: keep-alive` and, for a body of
       // unknown length, `Transfer-Encoding: chunked`: nothing the client sent.
-      const expected = name === "connection" ? ["keep-alive"] : name === "transfer-encoding" ? ["chunked"] : []
+      const expected = name === "connection"
+        ? ["keep-alive"]
+        : name === "transfer-encoding" && !byLength
+        ? ["chunked"]
+        : []
       expect([name, header(seen, name)]).toEqual([name, expected])
     }
     expect(header(seen, "x-end-to-end")).toEqual(["kept"])
@@ -205,7 +236,7 @@ describe("forwarding", () => {
 
   it("an upgrade request is forwarded as a plain request: Upgrade and Connection do not pass", async () => {
     const up = await recordingUpstream((_req, res) => res.end("plain"))
-    const port = await serve(Proxy.make({ upstream: up.url }))
+    const port = await start({ upstream: up.url })
     const reply = await request(port, {
       headers: {
         connection: "Upgrade, X-Named",
@@ -240,7 +271,7 @@ describe("forwarding", () => {
       res.addTrailers({ "X-Checksum": "abc" })
       res.end("part two")
     })
-    const port = await serve(Proxy.make({ upstream: up.url }))
+    const port = await start({ upstream: up.url })
     const reply = await request(port, { headers: { connection: "keep-alive" } })
     expect(reply.body.toString()).toBe("part one, part two")
     for (const name of [...HOP_BY_HOP, "x-named-one", "x-named-two"]) {
@@ -264,7 +295,7 @@ describe("forwarding", () => {
       else res.writeHead(200, { "content-length": "12345", "content-type": "text/plain" })
       res.end()
     })
-    const port = await serve(Proxy.make({ upstream: up.url }))
+    const port = await start({ upstream: up.url })
     const sized = await request(port, { method: "HEAD", path: "/sized" })
     expect(sized.status).toBe(200)
     expect(valueOf(sized, "content-length")).toBe("12345")
@@ -284,7 +315,7 @@ describe("forwarding", () => {
       ])
       res.end("x")
     })
-    const port = await serve(Proxy.make({ upstream: up.url }))
+    const port = await start({ upstream: up.url })
     const reply = await request(port)
     expect(valuesOf(reply, "content-type")).toEqual([])
     expect(valuesOf(reply, "set-cookie")).toEqual([
@@ -296,7 +327,7 @@ describe("forwarding", () => {
 
   it("appends the client to X-Forwarded-For and sets X-Forwarded-Proto and X-Forwarded-Host", async () => {
     const up = await recordingUpstream()
-    const port = await serve(Proxy.make({ upstream: up.url }))
+    const port = await start({ upstream: up.url })
     await request(port, { headers: { host: "shop.example:8080" } })
     await request(port, {
       headers: {
@@ -318,7 +349,7 @@ describe("forwarding", () => {
 
   it("keeps X-Forwarded-Proto and X-Forwarded-Host set by a trusted proxy", async () => {
     const up = await recordingUpstream()
-    const port = await serve(Proxy.make({ upstream: up.url, trustedProxies: ["127.0.0.0/8"] }))
+    const port = await start({ upstream: up.url, trustedProxies: ["127.0.0.0/8"] })
     await request(port, {
       headers: { host: "internal:8080", "x-forwarded-proto": "https", "x-forwarded-host": "shop.example" }
     })
@@ -345,9 +376,9 @@ describe("forwarding", () => {
 
 const proxyStatus = (reply: Reply) => valueOf(reply, "proxy-status")
 
-describe("upstream failures", () => {
+describe.each(FRONT_ENDS)("upstream failures, %s", (_, start) => {
   it("502 with a short body and Proxy-Status connection_refused when nothing listens", async () => {
-    const port = await serve(Proxy.make({ upstream: `http://127.0.0.1:${await closedPort()}` }))
+    const port = await start({ upstream: `http://127.0.0.1:${await closedPort()}` })
     const reply = await request(port, { path: "/anything" })
     expect(reply.status).toBe(502)
     expect(reply.body.toString()).toBe("502 the upstream refused the connection\n")
@@ -358,7 +389,7 @@ describe("upstream failures", () => {
 
   it("502 with Proxy-Status connection_terminated when the upstream resets the connection", async () => {
     const up = await startUpstream((req) => req.socket.resetAndDestroy())
-    const port = await serve(Proxy.make({ upstream: up.url }))
+    const port = await start({ upstream: up.url })
     const reply = await request(port)
     expect(reply.status).toBe(502)
     expect(reply.body.toString()).toBe("502 the upstream closed the connection without a response\n")
@@ -367,7 +398,7 @@ describe("upstream failures", () => {
 
   it("502 when the upstream closes the connection without a response", async () => {
     const up = await startUpstream((req) => req.socket.destroy())
-    const port = await serve(Proxy.make({ upstream: up.url }))
+    const port = await start({ upstream: up.url })
     const reply = await request(port)
     expect(reply.status).toBe(502)
     expect(proxyStatus(reply)).toMatch(/^wakuwaku; error=connection_terminated/)
@@ -377,7 +408,7 @@ describe("upstream failures", () => {
     let aborted: () => void = () => {}
     const upstreamAborted = new Promise<void>((resolve) => (aborted = resolve))
     const up = await startUpstream((req) => req.on("close", aborted))
-    const port = await serve(Proxy.make({ upstream: up.url, timeout: "300 millis" }))
+    const port = await start({ upstream: up.url, timeout: "300 millis" })
     const started = Date.now()
     const reply = await request(port)
     const elapsed = Date.now() - started
@@ -391,7 +422,7 @@ describe("upstream failures", () => {
 
   it("the timeout counts from the end of the request body: a slow upload is not cut off", async () => {
     const up = await recordingUpstream((_req, res) => res.end("received"))
-    const port = await serve(Proxy.make({ upstream: up.url, timeout: "500 millis" }))
+    const port = await start({ upstream: up.url, timeout: "500 millis" })
     const body = new PassThrough()
     const replied = request(port, { method: "POST", headers: { "transfer-encoding": "chunked" }, body })
     // A client that takes 900 ms over its body, against a 500 ms timeout.
@@ -409,7 +440,7 @@ describe("upstream failures", () => {
     const up = await startUpstream((_req, res) =>
       res.writeHead(502, { "content-type": "text/plain" }).end("upstream says 502")
     )
-    const port = await serve(Proxy.make({ upstream: up.url }))
+    const port = await start({ upstream: up.url })
     const reply = await request(port)
     expect(reply.status).toBe(502)
     expect(reply.body.toString()).toBe("upstream says 502")
@@ -420,7 +451,7 @@ describe("upstream failures", () => {
     const up = await startUpstream((_req, res) =>
       res.writeHead(503, { "proxy-status": "inner-cache; error=connection_refused" }).end()
     )
-    const port = await serve(Proxy.make({ upstream: up.url }))
+    const port = await start({ upstream: up.url })
     const reply = await request(port)
     expect(proxyStatus(reply)).toBe("inner-cache; error=connection_refused, wakuwaku; received-status=503")
   })
@@ -430,14 +461,14 @@ describe("upstream failures", () => {
       res.writeHead(200, { "content-length": "100000" })
       res.write(Buffer.alloc(10_000, 1), () => res.destroy())
     })
-    const port = await serve(Proxy.make({ upstream: up.url }))
+    const port = await start({ upstream: up.url })
     await expect(request(port)).rejects.toThrow(/aborted|socket hang up|ECONNRESET/)
 
     const chunked = await startUpstream((_req, res) => {
       res.writeHead(200, { "content-type": "text/plain" })
       res.write("partial", () => res.destroy())
     })
-    const chunkedPort = await serve(Proxy.make({ upstream: chunked.url }))
+    const chunkedPort = await start({ upstream: chunked.url })
     await expect(request(chunkedPort)).rejects.toThrow(/aborted|socket hang up|ECONNRESET/)
   })
 
@@ -450,7 +481,7 @@ describe("upstream failures", () => {
       req.on("close", closed)
       arrived()
     })
-    const port = await serve(Proxy.make({ upstream: up.url, timeout: "1 minute" }))
+    const port = await start({ upstream: up.url, timeout: "1 minute" })
     const socket = Net.connect(port, "127.0.0.1")
     socket.write("GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
     await requestArrived

@@ -6,7 +6,8 @@
  *   /usr/sbin/nginx, else `test/load/upstream.ts` (node:http); the bench says which.
  * - **Contenders**: direct to the upstream; nginx `limit_req` per address + `proxy_pass` (keep-alive), the
  *   native reference (skipped, with a line saying so, when nginx is missing); a bare node:http proxy
- *   (`rawProxy.ts`: keep-alive agent, `pipe`, no limiter); fastify 5 + @fastify/rate-limit +
+ *   (`rawProxy.ts`: keep-alive agent, `pipe`, no limiter) and its floors (forwarding with undici; asking
+ *   `TokenBucket.acquire` first, on each store); fastify 5 + @fastify/rate-limit +
  *   @fastify/http-proxy (`fastifyProxy.ts`) with its memory store and with its Redis store; the built
  *   `wakuwaku proxy` (`node dist/bin.js proxy`) on its embedded store and with `--redis`. Every limit
  *   allows everything (a token bucket of 10^9 refilled 10^9 per second, nginx's 10^6 r/s with a burst), so
@@ -15,7 +16,8 @@
  *   request is the contender's utime + stime (/proc/<pid>/stat) over the requests wrk completed, and for
  *   the Redis contenders redis-server's too, shown apart.
  * - **p50 added at 1000 req/s**: the open-model attacker of `npm run loadtest` at 1000 req/s, direct, through
- *   the bare proxy and through `wakuwaku proxy` (both stores); added = the contender's p50 − direct's.
+ *   the bare proxy, its floor on Redis and `wakuwaku proxy` (both stores); added = the contender's p50 −
+ *   direct's.
  * - **Flood**: one address over its limit (a bucket of 1, refilled 1 per hour), `wrk -t1 -c32`, against
  *   `wakuwaku proxy` on each store: 429s per second, against the proxy's forwarding throughput of the same
  *   round, and Redis commands per 429 after the first denial (redis-server's `total_commands_processed`).
@@ -385,6 +387,17 @@ const main = async (): Promise<void> => {
       process.execPath,
       tsx("test/bench/rawProxy.ts", upstreamUrl, "limited")
     )
+    const bareUndici = await add(
+      "floor: the bare proxy forwarding with undici (a keep-alive Pool, each chunk written straight to the client)",
+      process.execPath,
+      tsx("test/bench/rawProxy.ts", upstreamUrl, "undici")
+    )
+    const bareLimitedRedis = await add(
+      "floor: the bare proxy asking the limiter first, on Redis",
+      process.execPath,
+      tsx("test/bench/rawProxy.ts", upstreamUrl, "limited", redisUrl),
+      { redis: true }
+    )
     const fastify = await add(
       "fastify + @fastify/rate-limit (memory) + @fastify/http-proxy",
       process.execPath,
@@ -459,7 +472,7 @@ const main = async (): Promise<void> => {
     )
 
     const apps = [plainApp, acquireApp, limitedApp]
-    const rated = [direct, bare, embedded, withRedis]
+    const rated = [direct, bare, bareLimitedRedis, embedded, withRedis]
     const p50s = new Map<Contender, Array<number>>(rated.map((c) => [c, []]))
     // Warm-up, untimed.
     for (const c of [...contenders, ...apps]) await wrk(c.url, 2)
@@ -562,6 +575,9 @@ const main = async (): Promise<void> => {
     console.log(
       `  (floor: the bare proxy asking the limiter = ${(cpu(bareLimited) / cpu(bare)).toFixed(2)}× the bare proxy)`
     )
+    console.log(
+      `  (floor: the bare proxy forwarding with undici = ${(cpu(bareUndici) / cpu(bare)).toFixed(2)}× the bare proxy)`
+    )
     const t3r = cpu(withRedis) / cpu(bare)
     console.log(`  (--redis / bare proxy = ${t3r.toFixed(2)}×, the proxy's own CPU, redis-server's apart)`)
     const bareAdded = p50(bare) - p50(direct)
@@ -574,6 +590,11 @@ const main = async (): Promise<void> => {
           `(≤ bare + 0.1 ms): ${verdict(added <= bareAdded + 0.1)}`
       )
     }
+    console.log(
+      `  (floor: the bare proxy asking the limiter on Redis adds ${
+        (p50(bareLimitedRedis) - p50(direct)).toFixed(3)
+      } ms)`
+    )
     for (const f of floods) {
       const ratio = median(f.rounds.map((r) => r.rps429)) / rps(f.redis ? withRedis : embedded)
       console.log(

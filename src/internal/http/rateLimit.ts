@@ -54,14 +54,16 @@ export const middleware = <LR, KE, KR, CE, CR>(options: RateLimit.Options<LR, KE
   const key: RateLimit.Key<KE, KR> = options.key ?? clientIpKey()
   const cost = options.cost
 
+  // Two setHeader calls, not setHeaders: its copy through Object.entries costs about 10 times as much.
   const withFields = (response: HttpServerResponse.HttpServerResponse, item: string | undefined) => {
-    const field = fields.appendItem(response.headers["ratelimit-policy"], policy.field)
+    const policed = HttpServerResponse.setHeader(
+      response,
+      "ratelimit-policy",
+      fields.appendItem(response.headers["ratelimit-policy"], policy.field)
+    )
     return item === undefined
-      ? HttpServerResponse.setHeader(response, "ratelimit-policy", field)
-      : HttpServerResponse.setHeaders(response, {
-        "ratelimit-policy": field,
-        "ratelimit": fields.appendItem(response.headers["ratelimit"], item)
-      })
+      ? policed
+      : HttpServerResponse.setHeader(policed, "ratelimit", fields.appendItem(response.headers["ratelimit"], item))
   }
 
   const refusal = (verdict: decision.Verdict) =>

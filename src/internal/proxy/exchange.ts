@@ -184,11 +184,12 @@ export const requestHeaders = (
  * appended.
  */
 export const responseHead = (
-  response: Http.IncomingMessage
+  status: number,
+  upstream: Readonly<Record<string, string | Array<string> | undefined>>
 ): { readonly status: number; readonly headers: Record<string, string | Array<string>> } => {
-  const headers = endToEnd<string | Array<string>>(response.headers)
-  const status = response.statusCode ?? 502
-  const codings = response.headers["transfer-encoding"]
+  const headers = endToEnd<string | Array<string>>(upstream)
+  const te = upstream["transfer-encoding"]
+  const codings = typeof te === "string" ? te : te?.join(", ")
   if (codings !== undefined && !/^\s*chunked\s*$/i.test(codings)) headers["transfer-encoding"] = codings
   if (status === 204 || status === 304) {
     // RFC 9110 §8.6: no Content-Length in a 204; a 304 has no body to frame either.
@@ -197,7 +198,7 @@ export const responseHead = (
   }
   const existing = headers["proxy-status"]
   headers["proxy-status"] = appendMember(
-    typeof existing === "string" ? existing : undefined,
+    typeof existing === "string" ? existing : existing?.join(", "),
     `${NAME}; received-status=${status}`
   )
   return { status, headers }

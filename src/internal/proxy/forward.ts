@@ -143,7 +143,7 @@ const respond = (
   request: HttpServerRequest.HttpServerRequest,
   response: Http.IncomingMessage
 ): HttpServerResponse.HttpServerResponse => {
-  const { headers: all, status } = responseHead(response)
+  const { headers: all, status } = responseHead(response.statusCode ?? 502, response.headers)
   const { "set-cookie": setCookie, ...headers } = all
   const client = NodeHttpServerRequest.toServerResponse(request)
   let clientClosed = false

@@ -20,12 +20,14 @@ import type * as Scope from "effect/Scope"
 import * as Http from "node:http"
 import * as Https from "node:https"
 import type * as Net from "node:net"
+import type { Pool } from "undici"
 import type * as Proxy from "../../Proxy.js"
 import * as ProxyModule from "../../Proxy.js"
 import type * as Redis from "../../Redis.js"
 import { positive, toMillis } from "../duration.js"
 import * as clientIp from "../http/clientIp.js"
 import * as decision from "../http/decision.js"
+import * as dispatch from "./dispatch.js"
 import * as exchange from "./exchange.js"
 import { upstreamPath } from "./target.js"
 
@@ -141,7 +143,8 @@ export const refuseLines = (request: Http.IncomingMessage, response: Http.Server
 /** @internal What the handler needs: the forwarding, the limit and its key, the runtime the limit runs on. */
 export interface HandlerOptions<LR> {
   readonly forwarding: exchange.Resolved
-  readonly agents: { readonly http: Http.Agent; readonly https: Https.Agent }
+  /** undici's pool to the upstream (the hot path), node:http's agents for what undici will not send. */
+  readonly agents: { readonly pool: Pool; readonly http: Http.Agent; readonly https: Https.Agent }
   readonly limit: decision.Limit<LR> | undefined
   readonly key: Proxy.Key
   readonly maxHeaderLines: number
@@ -155,6 +158,7 @@ export const handler = <LR>(options: HandlerOptions<LR>) => {
   const { forwarding, key, limit, maxHeaderLines, runtime } = options
   const { upstream } = forwarding
   const agent = upstream.protocol === "https:" ? options.agents.https : options.agents.http
+  const pool = options.agents.pool
   const runCallback = Runtime.runCallback(runtime)
   const runFork = Runtime.runFork(runtime)
   const policyField = limit?.policy.field
@@ -177,6 +181,42 @@ export const handler = <LR>(options: HandlerOptions<LR>) => {
     answer(request, response, verdict.status, headers, verdict.body ?? "")
   }
 
+  /** The upstream failed, or gave no head in time: the proxy's own 502 or 504, with the limit's fields. */
+  const failed = (
+    request: Http.IncomingMessage,
+    response: Http.ServerResponse,
+    fields: decision.Verdict | undefined,
+    error: Proxy.ProxyError
+  ) => {
+    const { body, proxyStatus, status } = exchange.failure(error)
+    warn(request, exchange.STATUS[error.reason].text, { reason: error.reason, cause: String(error.cause) })
+    if (response.headersSent) return void response.destroy()
+    const headers: Record<string, string> = {
+      "content-type": "text/plain",
+      "proxy-status": proxyStatus,
+      "cache-control": "no-store"
+    }
+    if (policyField !== undefined) headers["ratelimit-policy"] = policyField
+    if (fields?.limit !== undefined) headers["ratelimit"] = fields.limit
+    answer(request, response, status, headers, body)
+  }
+
+  /** Writes the client's head from the upstream's: end-to-end headers, the limit's fields, `Proxy-Status`. */
+  const writeHead = (
+    response: Http.ServerResponse,
+    fields: decision.Verdict | undefined,
+    status: number,
+    upstreamHeaders: Readonly<Record<string, string | Array<string> | undefined>>
+  ) => {
+    const head = exchange.responseHead(status, upstreamHeaders)
+    if (policyField !== undefined) {
+      head.headers["ratelimit-policy"] = policyField
+      if (fields?.limit !== undefined) head.headers["ratelimit"] = fields.limit
+    }
+    if (options.closing()) head.headers["connection"] = "close"
+    response.writeHead(head.status, head.headers)
+  }
+
   const forward = (
     request: Http.IncomingMessage,
     response: Http.ServerResponse,
@@ -184,54 +224,57 @@ export const handler = <LR>(options: HandlerOptions<LR>) => {
     fields: decision.Verdict | undefined
   ) => {
     const withBody = exchange.hasBody(request.headers)
-    const requestOptions: Http.RequestOptions = {
-      protocol: upstream.protocol,
-      hostname: upstream.hostname,
-      port: upstream.port,
-      method: request.method,
-      path,
-      headers: exchange.requestHeaders(request.headers, request.socket.remoteAddress, withBody, forwarding),
-      agent
-    }
+    const viaUndici = dispatch.dispatchable(path, request.headers["transfer-encoding"])
+    // Over undici no Transfer-Encoding is written: it frames a body of unknown length `chunked` itself.
+    const headers = exchange.requestHeaders(
+      request.headers,
+      request.socket.remoteAddress,
+      withBody && !viaUndici,
+      forwarding
+    )
     if (/^100-continue$/i.test(request.headers["expect"] ?? "")) response.writeContinue()
     let finished = false
-    const abort = exchange.exchange(request, withBody, requestOptions, forwarding, (settled) => {
-      if (finished) return
-      if (settled._tag === "Failure") {
-        const { body, proxyStatus, status } = exchange.failure(settled.error)
-        warn(request, exchange.STATUS[settled.error.reason].text, {
-          reason: settled.error.reason,
-          cause: String(settled.error.cause)
-        })
-        if (response.headersSent) return void response.destroy()
-        const headers: Record<string, string> = {
-          "content-type": "text/plain",
-          "proxy-status": proxyStatus,
-          "cache-control": "no-store"
-        }
-        if (policyField !== undefined) headers["ratelimit-policy"] = policyField
-        if (fields?.limit !== undefined) headers["ratelimit"] = fields.limit
-        return answer(request, response, status, headers, body)
-      }
-      const upstreamResponse = settled.response
-      const head = exchange.responseHead(upstreamResponse)
-      if (policyField !== undefined) {
-        head.headers["ratelimit-policy"] = policyField
-        if (fields?.limit !== undefined) head.headers["ratelimit"] = fields.limit
-      }
-      if (options.closing()) head.headers["connection"] = "close"
-      // A body cut short by the upstream reaches the client cut short: its connection is dropped, not ended.
-      upstreamResponse.once("error", () => {
-        if (!response.writableFinished) response.destroy()
+    const fail = (error: Proxy.ProxyError) => {
+      if (!finished) failed(request, response, fields, error)
+    }
+    const abort = viaUndici
+      ? dispatch.exchange(pool, request, withBody, { method: request.method!, path, headers }, response, forwarding, {
+        head: (status, upstreamHeaders) => {
+          if (!finished) writeHead(response, fields, status, upstreamHeaders)
+        },
+        fail
       })
-      response.writeHead(head.status, head.headers)
-      if (request.method === "HEAD" || head.status === 204 || head.status === 304) {
-        upstreamResponse.resume()
-        response.end()
-      } else {
-        upstreamResponse.pipe(response)
-      }
-    })
+      : exchange.exchange(
+        request,
+        withBody,
+        {
+          protocol: upstream.protocol,
+          hostname: upstream.hostname,
+          port: upstream.port,
+          method: request.method,
+          path,
+          headers,
+          agent
+        },
+        forwarding,
+        (settled) => {
+          if (settled._tag === "Failure") return fail(settled.error)
+          if (finished) return
+          const upstreamResponse = settled.response
+          // A body cut short by the upstream reaches the client cut short: its connection is dropped, not ended.
+          upstreamResponse.once("error", () => {
+            if (!response.writableFinished) response.destroy()
+          })
+          const status = upstreamResponse.statusCode ?? 502
+          writeHead(response, fields, status, upstreamResponse.headers)
+          if (request.method === "HEAD" || status === 204 || status === 304) {
+            upstreamResponse.resume()
+            response.end()
+          } else {
+            upstreamResponse.pipe(response)
+          }
+        }
+      )
     response.once("close", () => {
       finished = true
       // The client went away before the whole response: abort the upstream request, or release its connection.
@@ -342,13 +385,15 @@ export const layer = <LR>(options: Proxy.LayerOptions<LR>): Layer.Layer<Proxy.Se
       const runtime = yield* Effect.runtime<LR>()
       const agents = yield* Effect.acquireRelease(
         Effect.sync(() => ({
+          pool: dispatch.pool(forwarding.upstream),
           http: new Http.Agent({ keepAlive: true }),
           https: new Https.Agent({ keepAlive: true })
         })),
         (agents) =>
-          Effect.sync(() => {
+          Effect.promise(() => {
             agents.http.destroy()
             agents.https.destroy()
+            return agents.pool.destroy()
           })
       )
       let closing = false
