@@ -22,8 +22,9 @@ export const isFixedWindow = (u: unknown): u is FixedWindow.FixedWindow<never> =
   typeof u === "object" && u !== null && TypeId in u
 
 /**
- * @internal Lua shared by the scripts. A window's parameters travel as one ARGV string,
- * "<limit> <window µs>". Windows are aligned to server time: the one holding `now` starts at
+ * @internal Lua shared by the scripts, after {@link NOW_US}, which sets `now` (a script deciding several
+ * limiters at once reads `now` once and runs these in a block of its own). A window's parameters travel
+ * as one ARGV string, "<limit> <window µs>". Windows are aligned to server time: the one holding `now` starts at
  * `now - fmod(now, window)` (fmod is exact on doubles, where Lua's `%` is not). State is one string
  * "<window start µs> <count>", which expires when its window ends; a count of another window is zero.
  * - `used(key, start)` is the count of the window starting at `start`.
@@ -31,7 +32,7 @@ export const isFixedWindow = (u: unknown): u is FixedWindow.FixedWindow<never> =
  *   allowed, -1 when cost > limit), remaining (never below 0, even if the limit was lowered
  *   mid-window). A denial writes nothing.
  */
-const FUNCTIONS = `${NOW_US}local windows = {}
+export const FUNCTIONS_AT_NOW = `local windows = {}
 local function window(s)
   local w = windows[s]
   if w then return w end
@@ -62,6 +63,7 @@ local function take(key, w, cost)
   return 1, 0, remaining - cost
 end
 `
+const FUNCTIONS = `${NOW_US}${FUNCTIONS_AT_NOW}`
 
 /** The twin of FUNCTIONS (memory.ts). */
 interface Window {
@@ -94,6 +96,9 @@ const take = (db: Script.Keyspace, key: string, w: Window, cost: number): Script
   return [1, 0, remaining - cost]
 }
 const acquireTwin: Script.Twin = (db, keys, argv) => take(db, keys[0]!, windowOf(argv[0]!), Number(argv[1]))
+
+/** @internal The twins of {@link FUNCTIONS_AT_NOW}'s functions, for a twin deciding several limiters at once. */
+export const twin = { window: windowOf, used: usedTwin, take } as const
 
 /**
  * @internal Counts `cost` in the current window if it stays within the limit; a denial writes nothing.

@@ -32,8 +32,10 @@ export const isTokenBucket = (u: unknown): u is TokenBucket.TokenBucket<never> =
   typeof u === "object" && u !== null && TypeId in u
 
 /**
- * @internal Lua shared by the scripts. A bucket's parameters travel as one ARGV string, its shape:
- * "<capacity> <tokens per period> <period µs>", parsed once per script call (`shape`). State is one
+ * @internal Lua shared by the scripts, after {@link NOW_US}, which sets `now` (a script deciding several
+ * limiters at once reads `now` once and runs these in a block of its own). A bucket's parameters travel
+ * as one ARGV string, its shape: "<capacity> <tokens per period> <period µs>", parsed once per script
+ * call (`shape`). State is one
  * string "<tokens> <ts>": tokens fractional and negative while the bucket is in debt (printed with
  * %.17g, so a round trip is exact), ts the server time in µs. An absent key is a full bucket.
  * - `level(key, b)` is the level at `now`. Refill multiplies before it divides, and every time the
@@ -46,7 +48,7 @@ export const isTokenBucket = (u: unknown): u is TokenBucket.TokenBucket<never> =
  *   same max_wait would be allowed, -1 when cost > capacity), floor(tokens left). An acquire is a take
  *   with max_wait 0.
  */
-const FUNCTIONS = `${NOW_US}local at = ' ' .. string.format('%d', now)
+export const FUNCTIONS_AT_NOW = `local at = ' ' .. string.format('%d', now)
 local shapes = {}
 local function shape(s)
   local b = shapes[s]
@@ -105,6 +107,7 @@ local function take(key, b, cost, max_wait)
   return allowed, ms, math.floor(tokens)
 end
 `
+const FUNCTIONS = `${NOW_US}${FUNCTIONS_AT_NOW}`
 
 /** The twin of FUNCTIONS (memory.ts): the same arithmetic, in the same order, on the same doubles. */
 interface Shape {
@@ -168,6 +171,9 @@ const take = (db: Script.Keyspace, key: string, b: Shape, cost: number, maxWait:
   return [allowed, ms + 0, Math.floor(tokens)]
 }
 const acquireTwin: Script.Twin = (db, keys, argv) => take(db, keys[0]!, shapeOf(argv[0]!), Number(argv[1]), 0)
+
+/** @internal The twins of {@link FUNCTIONS_AT_NOW}'s functions, for a twin deciding several limiters at once. */
+export const twin = { shape: shapeOf, level: levelOf, store, take } as const
 
 /**
  * @internal Takes `cost` tokens if the bucket holds that many (a reservation that may not wait), and
