@@ -512,8 +512,9 @@ export type ApiMiddlewareTag<I> = Context.Tag<I, HttpApiMiddleware.HttpApiMiddle
  *   encoded by the API), `Retry-After` and the fields; an allowed response carries the fields too;
  * - the API's OpenAPI lists the 429 on those endpoints only, and `HttpApiClient` fails with the error;
  * - a cost above the quota (413) and a fail-closed store failure (503) are answered as {@link middleware}
- *   answers them: the API's schema does not describe them (a client made from the API sees a
- *   `ResponseError`).
+ *   answers them, and a key the store will not take (over 4096 bytes, from a header) or a bad cost
+ *   (`InvalidInput`) with a `400` problem, as the proxy does: the API's schema does not describe these (a
+ *   client made from the API sees a `ResponseError`).
  *
  * The layer needs what the limiters need (`Redis | Write<TokenBucket.Entity>`), and what the key, the cost
  * and `choose` need but the request's context provides (see {@link FromRequest}). The options are checked

@@ -17,13 +17,14 @@ import * as HttpApiMiddleware from "@effect/platform/HttpApiMiddleware"
 import * as HttpApiSecurity from "@effect/platform/HttpApiSecurity"
 import * as HttpClient from "@effect/platform/HttpClient"
 import type * as HttpClientResponse from "@effect/platform/HttpClientResponse"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as OpenApi from "@effect/platform/OpenApi"
 import { describe, expect, it as plain } from "@effect/vitest"
 import { Cause, Context, Duration, Effect, Layer, Logger, LogLevel, Metric, Redacted, Schema } from "effect"
 import { Capability, FixedWindow, Rate, Redis, TokenBucket } from "wakuwaku"
 import { RateLimit } from "wakuwaku/http"
 import { forEachBackend } from "../support/backends.js"
-import { fields, get, serveApi } from "../support/http.js"
+import { fields, get, serve, serveApi } from "../support/http.js"
 import { freshNamespace } from "../support/redis.js"
 
 class LoginLimit extends HttpApiMiddleware.Tag<LoginLimit>()("LoginLimit", {
@@ -159,6 +160,30 @@ describe("the OpenAPI document", () => {
   })
 })
 
+describe("the typed client against a hostile server", () => {
+  plain.scoped(
+    "a 429 whose body is not a valid RateLimitExceeded is a decoding failure, never a bogus retry",
+    () =>
+      Effect.gen(function*() {
+        const bodies = [
+          { _tag: "RateLimitExceeded", policy: "login", retryAfter: -5, violatedPolicies: [] },
+          { _tag: "RateLimitExceeded", policy: "login", retryAfter: 1.5, violatedPolicies: [] },
+          { _tag: "RateLimitExceeded", policy: "login", retryAfter: "3", violatedPolicies: [] },
+          { _tag: "RateLimitExceeded", policy: "login" }
+        ]
+        let next = 0
+        const { v4 } = yield* serve(
+          Effect.sync(() => HttpServerResponse.unsafeJson(bodies[next++ % bodies.length], { status: 429 }))
+        )
+        const client = yield* HttpApiClient.make(api, { baseUrl: v4 }).pipe(Effect.provide(FetchHttpClient.layer))
+        for (let i = 0; i < bodies.length; i++) {
+          const error = yield* Effect.flip(client.accounts.login())
+          expect(error._tag).toBe("ParseError")
+        }
+      })
+  )
+})
+
 forEachBackend("RateLimit.apiMiddleware", (it) => {
   it.scoped("21 calls from an HttpApiClient, burst 20: 20 pass, the 21st fails with RateLimitExceeded", () =>
     Effect.gen(function*() {
@@ -289,6 +314,41 @@ forEachBackend("RateLimit.apiMiddleware", (it) => {
       expect(reply.headers.get("content-type")).toBe("application/problem+json")
       expect(reply.headers.get("ratelimit-policy")).toBe(`"${small.namespace}";q=2;w=2`)
       expect(JSON.parse(yield* Effect.promise(() => reply.text()))).toMatchObject({ status: 413 })
+    }))
+
+  it.scoped("the attacker's key: a header over 4096 bytes is the client's 400 problem, not a 500; nothing spent", () =>
+    Effect.gen(function*() {
+      const perKey = TokenBucket.make<string>(freshNamespace("key"), 5, Rate.perSecond(1))
+      const { free, paid } = plans()
+      const { v4 } = yield* start(Layer.merge(
+        RateLimit.apiMiddleware(LoginLimit, {
+          limiter: perKey,
+          key: RateLimit.header("x-api-key"),
+          onStoreFailure: "fail-closed"
+        }),
+        RateLimit.apiMiddleware(PlanLimit, {
+          choose: () =>
+            Effect.map(CurrentUser, (user) => ({ limiter: user.plan === "paid" ? paid : free, key: user.id })),
+          fromRequest: [CurrentUser],
+          onStoreFailure: "fail-closed"
+        })
+      ))
+      const post = (key: string) =>
+        Effect.promise(async () => {
+          const response = await fetch(`${v4}/login`, { method: "POST", headers: { "x-api-key": key } })
+          return { status: response.status, type: response.headers.get("content-type"), body: await response.text() }
+        })
+      const reply = yield* post("k".repeat(5000))
+      expect(reply.status).toBe(400)
+      expect(reply.type).toBe("application/problem+json")
+      expect(JSON.parse(reply.body)).toEqual({
+        type: "about:blank",
+        title: "Bad Request",
+        status: 400,
+        detail: "a name must encode to at most 4096 bytes, got 5000 (a string)"
+      })
+      expect((yield* post("k")).status).toBe(200)
+      expect(yield* perKey.peek("k")).toBe(4)
     }))
 
   it.scoped("a store that fails under fail-closed: the plain middleware's 503, outside the API's schema", () =>

@@ -13,6 +13,7 @@ import * as Layer from "effect/Layer"
 import type * as Tracer from "effect/Tracer"
 import type * as ClientIp from "../../ClientIp.js"
 import type * as RateLimit from "../../RateLimit.js"
+import type * as Redis from "../../Redis.js"
 import * as clientIp from "./clientIp.js"
 import * as decision from "./decision.js"
 import * as fields from "./fields.js"
@@ -168,11 +169,21 @@ export const middleware = (options: AnyOptions) => {
 export const dualMiddleware = (...args: [AnyOptions] | [HttpApp.Default<unknown, unknown>, AnyOptions]) =>
   Effect.isEffect(args[0]) ? middleware(args[1]!)(args[0]) : middleware(args[0] as AnyOptions)
 
+const isInvalidInput = (u: unknown): u is Redis.InvalidInput =>
+  typeof u === "object" && u !== null && (u as { readonly _tag?: unknown })._tag === "InvalidInput"
+
+const badRequest = (error: Redis.InvalidInput) =>
+  HttpServerResponse.text(
+    JSON.stringify({ type: "about:blank", title: "Bad Request", status: 400, detail: error.message }),
+    { status: 400, contentType: decision.PROBLEM_JSON }
+  )
+
 /**
  * @internal The `HttpApi` middleware of `tag`: allowed, the fields go on the response (a pre-response
  * handler); denied, they do too, with `Retry-After`, and the request fails with `RateLimitExceeded`, which
- * the API encodes as its 429; a 413 or a 503 (fail-closed) is answered as the plain middleware answers it (a
- * response the server sends as it is: the API's schema does not describe it). The layer captures the
+ * the API encodes as its 429; a 413 or a 503 (fail-closed) is answered as the plain middleware answers it,
+ * and a key the store will not take (or a bad cost) with a 400 problem, as the proxy does (responses the
+ * server sends as they are: the API's schema does not describe them). The layer captures the
  * limiters' context when built; services listed in `fromRequest` are read from the request's context, where
  * a middleware that ran before provided them.
  */
@@ -226,8 +237,11 @@ export const apiMiddleware = (
         const request = Context.unsafeGet(context, HttpServerRequest.HttpServerRequest)
         const span = fiber.currentSpan
         return Effect.flatMap(
-          // A key, a cost or a choice that fails (typed `never`), or a bad cost: a defect, a 500.
-          Effect.catchAll(decide(request), Effect.die),
+          Effect.catchAll(decide(request), (error) =>
+            // A name the store will not take (a key over 4096 bytes, from a header) or a bad cost: the
+            // client's 400, as the proxy answers it. Anything else (a key, a cost or a choice typed never
+            // fails otherwise): a defect, a 500.
+            Effect.die(isInvalidInput(error) ? badRequest(error) : error)),
           (decided) => render(span, decided)
         ).pipe(
           // The limiters' services are the layer's: they win over any the request carries.
