@@ -6,9 +6,11 @@
 import { describe, expect, it } from "vitest"
 import { type Script } from "wakuwaku"
 import "wakuwaku"
-import "../src/internal/limits.js"
+import * as limits from "../src/internal/limits.js"
 import { registered } from "../src/internal/script.js"
 
+// The group scripts are made when first asked for, from the families the structures registered.
+limits.scripts()
 const scripts: Array<Script.Script> = registered().flatMap((s) => (s.many ? [s, s.many] : [s]))
 /** The batch variants (`many`); the scripts over items (variadic, one decision); the rest. */
 const many = new Set(scripts.flatMap((s) => s.many ? [s.many] : []))

@@ -2,13 +2,14 @@
  * @internal Several limiters decided as one, all or nothing: a request that any of them denies spends from
  * none. Token buckets and fixed windows mix freely; every one is asked for the same name and cost.
  *
- * - **One script**: {@link ACQUIRE} reads `TIME` once, checks every limiter with the arithmetic of its own
- *   acquire, and then either takes from every one (each by its own script's `take`) or from none. On one
+ * - **One script** (`Limits.acquire`, see {@link scripts}) reads `TIME` once, checks every limiter with the
+ *   condition of its own acquire, and then either takes from every one (by its own acquire) or from none.
+ *   The arithmetic is each structure's own: a structure registers its family ({@link Family}). On one
  *   Redis, and on a Cluster when the keys share a hash slot, that is atomic: nobody sees a limiter spent
  *   and another not.
  * - **A Cluster, keys in several slots**: one script cannot touch them (`CROSSSLOT`). The limiters are
  *   decided per slot, all slots at once, each slot's group atomically; if any group denies, the groups
- *   that allowed are refunded ({@link REFUND}). Between a group's spend and its refund (one round trip),
+ *   that allowed are refunded (`Limits.refund`). Between a group's spend and its refund (one round trip),
  *   a concurrent request sees that group's limiters spent: it may be denied, or told a lower `remaining`,
  *   where the final state would have allowed it. It is never allowed beyond any limiter's own limit, and
  *   when the refunds have landed, each limiter holds what it would hold had the request never come (a
@@ -25,12 +26,11 @@ import * as Option from "effect/Option"
 import * as Admission_ from "../Admission.js"
 import type * as Capability from "../Capability.js"
 import * as Redis from "../Redis.js"
-import * as fixedWindow from "./fixedWindow.js"
+import type * as Script from "../Script.js"
 import type * as limiter from "./limiter.js"
 import { NOW_US } from "./lua.js"
 import * as access from "./redis.js"
 import { defineOver } from "./script.js"
-import * as tokenBucket from "./tokenBucket.js"
 
 const { Allowed, Denied } = Admission_.Admission
 
@@ -38,187 +38,162 @@ const { Allowed, Denied } = Admission_.Admission
 export type AnyLimiter = limiter.Limiter<string, Capability.AnyEntity>
 
 /**
- * The two families' functions, each in a block of its own (both define `take`), after one `TIME`. Each
- * item's ARGV, its spec, is its kind, `T` (a token bucket) or `W` (a fixed window), a space, and the
- * parameters its own scripts take.
+ * @internal A kind of limiter that can be decided in a group: the structure registers it ({@link register}),
+ * so that the group knows nothing of any structure's arithmetic.
+ *
+ * - `lua` runs in a block of its own, after `now` is set (server time, µs) and a table `families` is
+ *   declared. It defines its functions and ends with `families['<letter>'] = {parse, fits, take, left,
+ *   start, refund}`: `parse(s)` its parameters (the limiter's `shape`); `fits(key, p, cost)` whether its
+ *   own acquire would allow `cost` now; `take(key, p, cost)` its own acquire (allowed, ms, remaining);
+ *   `left(key, p)` the whole units it holds now; `start(p)` the window spent from (µs; 0 when none);
+ *   `refund(key, p, cost, start)` gives `cost` back to what `take` spent at `start`.
+ * - `twin` does the same on the embedded keyspace.
  */
-const FUNCTIONS = `${NOW_US}local tb = {}
-do
-${tokenBucket.FUNCTIONS_AT_NOW}tb.shape, tb.level, tb.store, tb.take = shape, level, store, take
-end
-local fw = {}
-do
-${fixedWindow.FUNCTIONS_AT_NOW}fw.window, fw.used, fw.take = window, used, take
-end
-`
-
-interface Spec {
-  readonly kind: "T" | "W"
-  readonly params: string
+export interface Family<P = unknown> {
+  /** The structure's kind, as its limiters' `kind` says. */
+  readonly kind: string
+  /** The letter of its specs in the group's ARGV. */
+  readonly letter: string
+  readonly lua: string
+  readonly twin: {
+    readonly parse: (s: string) => P
+    readonly fits: (db: Script.Keyspace, key: string, p: P, cost: number) => boolean
+    readonly take: (db: Script.Keyspace, key: string, p: P, cost: number) => ReadonlyArray<number>
+    readonly left: (db: Script.Keyspace, key: string, p: P) => number
+    readonly start: (db: Script.Keyspace, p: P) => number
+    readonly refund: (db: Script.Keyspace, key: string, p: P, cost: number, start: number) => void
+  }
 }
 
-const specOf = (s: string): Spec => ({ kind: s[0] === "T" ? "T" : "W", params: s.slice(2) })
+const families: Array<Family> = []
 
-/**
- * Whether limiter `i` alone would allow `cost` now, by the condition of its own acquire (a reservation
- * that may not wait; a window's count within its limit), and its parameters.
- */
-const FITS = `local function fits(i, cost)
-  local spec = ARGV[i + 1]
-  local params = string.sub(spec, 3)
-  if string.sub(spec, 1, 1) == 'T' then
-    local b = tb.shape(params)
-    return not (cost > b.capacity) and tb.level(KEYS[i], b) - cost >= 0, b
-  end
-  local w = fw.window(params)
-  local remaining = math.max(0, w.limit - fw.used(KEYS[i], now - math.fmod(now, w.size)))
-  return not (cost > w.limit) and not (cost > remaining), w
-end
+/** @internal Registers a kind of limiter; the group's scripts take every kind registered before they are made. */
+export const register = <P>(family: Family<P>): void => {
+  if (made !== undefined) throw new Error(`wakuwaku: ${family.kind} registered after the group scripts were made`)
+  families.push(family as unknown as Family)
+  // One order whatever the order of loading: the scripts' text (and SHA1) is the same in every process.
+  families.sort((a, b) => (a.letter < b.letter ? -1 : 1))
+}
+
+const familyOf = (letter: string): Family => {
+  const family = families.find((f) => f.letter === letter)
+  if (family === undefined) throw new Error(`ERR no limiter family ${JSON.stringify(letter)}`)
+  return family
+}
+
+/** The families' blocks, after one `TIME`. */
+const prelude = () =>
+  `${NOW_US}local families = {}
+${
+    families.map((f) =>
+      `do
+${f.lua}end
 `
+    ).join("")
+  }`
+
+const parseSpec = (spec: string) => {
+  const family = familyOf(spec[0] ?? "")
+  return { family, params: family.twin.parse(spec.slice(2)) }
+}
+
+interface Scripts {
+  readonly acquire: Script.Script<Outcome>
+  readonly refund: Script.Script<number>
+}
+
+let made: Scripts | undefined
 
 /**
- * @internal Decides several limiters as one: takes `cost` from every one if every one allows it, else from
- * none. KEYS one per limiter; ARGV[1] the cost (whole units), then one spec per limiter ("T <capacity>
- * <tokens per period> <period µs>" or "W <limit> <window µs>"). Returns {all, then per limiter allowed,
- * ms, remaining, start}: all 1 when every one allowed and each was spent from (allowed 1, remaining left
- * after); else all 0 and nothing spent: a limiter that denies says so as its own acquire does (allowed
- * 0, ms until it would allow, -1 never; a bucket stores its refilled level, as a denial does), one that
- * would allow says allowed 1, ms 0, remaining what it holds now. start is a fixed window's window (µs of
- * server time), 0 for a bucket: what {@link REFUND} gives back to.
+ * @internal The group's two scripts, made (and registered) the first time they are asked for, from the
+ * families registered by then (the structures' modules register theirs when they load).
+ *
+ * - `Limits.acquire` decides several limiters as one: takes `cost` from every one if every one allows it,
+ *   else from none. KEYS one per limiter; ARGV[1] the cost (whole units), then one spec per limiter (its
+ *   family's letter, a space, its parameters). Returns {all, then per limiter allowed, ms, remaining,
+ *   start}: all 1 when every one allowed and each was spent from (its own acquire's reply); else all 0 and
+ *   nothing spent: a limiter that denies replies as its own acquire does (allowed 0, ms until it would
+ *   allow, -1 never; a bucket stores its refilled level, as a denial does), one that would allow replies
+ *   allowed 1, ms 0, remaining what it holds now. start: the window spent from (µs), 0 for a bucket.
+ * - `Limits.refund` gives `cost` back to limiters that `Limits.acquire` spent from (the allowed groups of
+ *   a decision another slot's group denied). KEYS one per limiter; ARGV[1] the cost, then per limiter its
+ *   spec and the start `Limits.acquire` replied. Returns the number of limiters.
  */
-export const ACQUIRE = defineOver({
-  name: "Limits.acquire",
-  keys: 1,
-  shared: 1,
-  lua: `${FUNCTIONS}${FITS}local cost = tonumber(ARGV[1])
+export const scripts = (): Scripts => {
+  if (made !== undefined) return made
+  const acquire = defineOver({
+    name: "Limits.acquire",
+    keys: 1,
+    shared: 1,
+    lua: `${prelude()}local cost = tonumber(ARGV[1])
 local found, all = {}, 1
 for i = 1, #KEYS do
-  local ok, params = fits(i, cost)
-  found[i] = {ok, params}
+  local spec = ARGV[i + 1]
+  local family = families[string.sub(spec, 1, 1)]
+  local params = family.parse(string.sub(spec, 3))
+  local ok = family.fits(KEYS[i], params, cost)
+  found[i] = {family, params, ok}
   if not ok then all = 0 end
 end
 local reply = {all}
 for i = 1, #KEYS do
-  local ok, params = found[i][1], found[i][2]
-  local bucket = string.sub(ARGV[i + 1], 1, 1) == 'T'
+  local family, params, ok = found[i][1], found[i][2], found[i][3]
   local allowed, ms, remaining
   if all == 1 or not ok then
-    if bucket then
-      allowed, ms, remaining = tb.take(KEYS[i], params, cost, 0)
-    else
-      allowed, ms, remaining = fw.take(KEYS[i], params, cost)
-    end
-  elseif bucket then
-    allowed, ms, remaining = 1, 0, math.floor(tb.level(KEYS[i], params))
+    allowed, ms, remaining = family.take(KEYS[i], params, cost)
   else
-    allowed, ms = 1, 0
-    remaining = math.max(0, params.limit - fw.used(KEYS[i], now - math.fmod(now, params.size)))
+    allowed, ms, remaining = 1, 0, family.left(KEYS[i], params)
   end
-  local start = 0
-  if not bucket then start = now - math.fmod(now, params.size) end
   table.insert(reply, allowed)
   table.insert(reply, ms)
   table.insert(reply, remaining)
-  table.insert(reply, start)
+  table.insert(reply, family.start(params))
 end
 return reply
 `,
-  twin: (db, keys, argv) => {
-    const cost = Number(argv[0])
-    const specs = keys.map((_, i) => specOf(argv[i + 1]!))
-    const found = specs.map((spec, i) => {
-      if (spec.kind === "T") {
-        const b = tokenBucket.twin.shape(spec.params)
-        return { ok: !(cost > b.capacity) && tokenBucket.twin.level(db, keys[i]!, b) - cost >= 0, b, w: undefined }
-      }
-      const w = fixedWindow.twin.window(spec.params)
-      const remaining = Math.max(0, w.limit - fixedWindow.twin.used(db, keys[i]!, db.now - db.now % w.size))
-      return { ok: !(cost > w.limit) && !(cost > remaining), b: undefined, w }
-    })
-    const all = found.every((f) => f.ok) ? 1 : 0
-    const reply: Array<number> = [all]
-    found.forEach(({ b, ok, w }, i) => {
-      const key = keys[i]!
-      let item: ReadonlyArray<number>
-      if (all === 1 || !ok) {
-        item = b !== undefined
-          ? tokenBucket.twin.take(db, key, b, cost, 0)
-          : fixedWindow.twin.take(db, key, w!, cost) as ReadonlyArray<number>
-      } else {
-        item = b !== undefined
-          ? [1, 0, Math.floor(tokenBucket.twin.level(db, key, b))]
-          : [1, 0, Math.max(0, w!.limit - fixedWindow.twin.used(db, key, db.now - db.now % w!.size))]
-      }
-      reply.push(...item, w === undefined ? 0 : db.now - db.now % w.size)
-    })
-    return reply
-  },
-  decode: (reply) => decodeOutcome(reply)
-})
-
-/**
- * @internal Gives `cost` back to limiters that {@link ACQUIRE} spent from (the allowed groups of a decision
- * that another slot's group denied). KEYS one per limiter; ARGV[1] the cost, then per limiter its spec and
- * the `start` ACQUIRE replied. A bucket takes it back as `TokenBucket.refund` does (capped at capacity); a
- * window only while it is the window spent from (its count less the cost, never below 0; a window that has
- * ended has nothing to give back). Returns the number of limiters.
- */
-export const REFUND = defineOver({
-  name: "Limits.refund",
-  keys: 1,
-  shared: 1,
-  lua: `${FUNCTIONS}local cost = tonumber(ARGV[1])
+    twin: (db, keys, argv) => {
+      const cost = Number(argv[0])
+      const found = keys.map((key, i) => {
+        const { family, params } = parseSpec(argv[i + 1]!)
+        return { family, params, ok: family.twin.fits(db, key, params, cost) }
+      })
+      const all = found.every((f) => f.ok) ? 1 : 0
+      const reply: Array<number> = [all]
+      found.forEach(({ family, ok, params }, i) => {
+        const key = keys[i]!
+        const item = all === 1 || !ok
+          ? family.twin.take(db, key, params, cost)
+          : [1, 0, family.twin.left(db, key, params)]
+        reply.push(...item, family.twin.start(db, params))
+      })
+      return reply
+    },
+    decode: decodeOutcome
+  })
+  const refund = defineOver({
+    name: "Limits.refund",
+    keys: 1,
+    shared: 1,
+    lua: `${prelude()}local cost = tonumber(ARGV[1])
 for i = 1, #KEYS do
   local spec = ARGV[2 * i]
-  local params = string.sub(spec, 3)
-  if string.sub(spec, 1, 1) == 'T' then
-    local b = tb.shape(params)
-    local tokens = tb.level(KEYS[i], b) + cost
-    if tokens > b.capacity then tokens = b.capacity end
-    tb.store(KEYS[i], b, tokens)
-  else
-    local w = fw.window(params)
-    local start = tonumber(ARGV[2 * i + 1])
-    local count = fw.used(KEYS[i], start)
-    local left = math.ceil((start + w.size - now) / 1000)
-    if count > 0 and left > 0 then
-      count = math.max(0, count - cost)
-      if count == 0 then
-        redis.call('DEL', KEYS[i])
-      else
-        redis.call('SET', KEYS[i], string.format('%d', start) .. ' ' .. string.format('%d', count), 'PX',
-          string.format('%d', left))
-      end
-    end
-  end
+  local family = families[string.sub(spec, 1, 1)]
+  family.refund(KEYS[i], family.parse(string.sub(spec, 3)), cost, tonumber(ARGV[2 * i + 1]))
 end
 return #KEYS
 `,
-  twin: (db, keys, argv) => {
-    const cost = Number(argv[0])
-    keys.forEach((key, i) => {
-      const spec = specOf(argv[2 * i + 1]!)
-      if (spec.kind === "T") {
-        const b = tokenBucket.twin.shape(spec.params)
-        let tokens = tokenBucket.twin.level(db, key, b) + cost
-        if (tokens > b.capacity) tokens = b.capacity
-        tokenBucket.twin.store(db, key, b, tokens)
-        return
-      }
-      const w = fixedWindow.twin.window(spec.params)
-      const start = Number(argv[2 * i + 2])
-      let count = fixedWindow.twin.used(db, key, start)
-      const left = Math.ceil((start + w.size - db.now) / 1000)
-      if (count > 0 && left > 0) {
-        count = Math.max(0, count - cost)
-        if (count === 0) db.del(key)
-        else db.set(key, `${start} ${count}`, { px: left })
-      }
-    })
-    return keys.length
-  },
-  decode: (reply) => typeof reply === "number" ? Either.right(reply) : Either.left("the number of limiters")
-})
+    twin: (db, keys, argv) => {
+      const cost = Number(argv[0])
+      keys.forEach((key, i) => {
+        const { family, params } = parseSpec(argv[2 * i + 1]!)
+        family.twin.refund(db, key, params, cost, Number(argv[2 * i + 2]))
+      })
+      return keys.length
+    },
+    decode: (reply) => typeof reply === "number" ? Either.right(reply) : Either.left("the number of limiters")
+  })
+  return made = { acquire, refund }
+}
 
 /** @internal What a group decided: every limiter's own verdict, and whether the request was spent from all. */
 export interface Outcome {
@@ -263,9 +238,12 @@ const isCrossSlot = (error: Redis.RedisError): boolean => {
   return typeof cause?.message === "string" && cause.message.startsWith("CROSSSLOT")
 }
 
-/** @internal The spec of a limiter, as {@link ACQUIRE} takes it. */
-export const specOfLimiter = (limiter: AnyLimiter): string =>
-  `${limiter.kind === "TokenBucket" ? "T" : "W"} ${limiter.shape}`
+/** @internal The spec of a limiter, as `Limits.acquire` takes it: its family's letter and its parameters. */
+export const specOfLimiter = (limiter: AnyLimiter): string => {
+  const family = families.find((f) => f.kind === limiter.kind)
+  if (family === undefined) throw new TypeError(`wakuwaku: ${limiter.label} cannot be decided in a group`)
+  return `${family.letter} ${limiter.shape}`
+}
 
 /** @internal Why a group cannot be decided as one (a `TypeError` now), or undefined: no two limiters share a key. */
 export const checkGroup = (limiters: ReadonlyArray<AnyLimiter>): string | undefined => {
@@ -312,7 +290,7 @@ export const acquire = (
     clusters.has(redis)
       ? split(redis, keys, specs, units)
       : Effect.catchIf(
-        redis.script(ACQUIRE, keys, [units, ...specs]),
+        redis.script(scripts().acquire, keys, [units, ...specs]),
         isCrossSlot,
         () =>
           Effect.suspend(() => {
@@ -336,7 +314,7 @@ const withWrites = <A, E>(
 }
 
 /**
- * One {@link ACQUIRE} per hash slot, all at once; if any group denied or failed, the groups that spent are
+ * One `Limits.acquire` per hash slot, all at once; if any group denied or failed, the groups that spent are
  * refunded before the outcome (or the failure) is returned. Uninterruptible, so that a spend is never left
  * without its refund by a client that went away (it waits at most the command timeout).
  */
@@ -354,13 +332,15 @@ const split = (
     else group.push(i)
   })
   const groups = [...bySlot.values()]
-  if (groups.length === 1) return redis.script(ACQUIRE, keys, [units, ...specs])
+  if (groups.length === 1) return redis.script(scripts().acquire, keys, [units, ...specs])
   return Effect.uninterruptible(
     Effect.flatMap(
       Effect.forEach(
         groups,
         (group) =>
-          Effect.either(redis.script(ACQUIRE, group.map((i) => keys[i]!), [units, ...group.map((i) => specs[i]!)])),
+          Effect.either(
+            redis.script(scripts().acquire, group.map((i) => keys[i]!), [units, ...group.map((i) => specs[i]!)])
+          ),
         { concurrency: "unbounded" }
       ),
       (results) => {
@@ -372,7 +352,7 @@ const split = (
         const refunds = spent.map(({ group, outcome }) =>
           Effect.ignore(
             redis.script(
-              REFUND,
+              scripts().refund,
               group.map((i) => keys[i]!),
               [units, ...group.flatMap((i, j) => [specs[i]!, String(outcome.starts[j]!)])]
             )
