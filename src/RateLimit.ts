@@ -1,6 +1,8 @@
 /**
- * RateLimit: a middleware that puts a `TokenBucket` or a `FixedWindow` in front of an `@effect/platform`
- * `HttpApp`. Part of `wakuwaku/http`, which the core never loads.
+ * RateLimit: rate limits for `@effect/platform` servers, backed by `TokenBucket` and `FixedWindow`: a
+ * {@link middleware} around an `HttpApp`, and {@link apiMiddleware}, the implementation of an `HttpApi`
+ * middleware, whose 429 ({@link RateLimitExceeded}) the API, its OpenAPI document and its typed client
+ * know. Part of `wakuwaku/http`, which the core never loads.
  *
  * `RateLimit.middleware({ limiter, key, cost, onStoreFailure })(app)` keys each request (by default
  * the client's IP, see {@link ClientIp}), spends `cost` (default 1) from the limiter, and answers:
@@ -16,6 +18,28 @@
  *   `RateLimit-Policy` only); {@link fallback} decides on a local limiter, the same policy on an
  *   embedded memory store capped at `maxEntries` names. Every failure is logged (a warning, per
  *   request) and counted in {@link storeFailures}.
+ *
+ * **Several limits, one decision.** `limiter: [PER_SECOND, PER_HOUR]` decides the limiters as one, all or
+ * nothing: a request any of them denies spends from none. On one Redis, and on a Cluster when the keys
+ * share a hash slot (a key holding a hash tag, such as `{user-42}`), one script decides them, atomically.
+ * Keys in several slots are decided per slot and the slots that allowed are refunded when another
+ * denies: until the refund lands (one round trip) a concurrent request may see those limiters spent, and
+ * be denied or told less, never allowed more. `RateLimit-Policy` lists every policy; `RateLimit` the
+ * most restrictive, the one closest to exhaustion (the least `r`, then the longest `t`), as the draft's
+ * example with several windows does. A denial's `Retry-After` is the longest retry of the policies that
+ * denied, and its body names them all.
+ *
+ * **A policy per request.** `choose: (request) => Effect.map(CurrentUser, (user) => ({ limiter:
+ * PLANS[user.plan], key: user.id }))` in place of `limiter` and `key` picks the limiter (or several)
+ * and the key of each request; as an Effect it can read the user an authenticating middleware in front
+ * provided. The fields, the metrics and the 429 name the policy applied; the result's type carries every
+ * limiter `choose` may pick. Each limiter is prepared (its metric labels, its denial memory) when first
+ * chosen, and kept while it lives.
+ *
+ * **HttpApi.** Declare the middleware with platform's own `HttpApiMiddleware.Tag` and `failure:
+ * RateLimit.RateLimitExceeded`; `apiMiddleware(Tag, options)`, with the same options, is its layer. The
+ * endpoints and groups with `.middleware(Tag)` answer a denial with a 429 the API encodes, list it in
+ * their OpenAPI responses, and a client made from the API fails with `RateLimitExceeded`, typed.
  *
  * **Denial memory** (`rememberDenials: n`, off by default). A denial the store returned is remembered in
  * this process, for the same name and cost, until its `retryAfter`: further requests of that client are
@@ -33,7 +57,7 @@
  * bucket is full again (rounded up). A fixed window: `q` = limit, `w` = the window, and `t` = `w` after
  * an allowed request (the window ends within it; the decision does not say when).
  *
- * **Requirements stay visible.** The result is an `HttpApp.Default<E | …, R | LR | …>`: the limiter's
+ * **Requirements stay visible.** The result is an `HttpApp.Default<E | …, R | LR | …>`: the limiters'
  * requirements (`Redis | Write<TokenBucket.Entity>`) join the app's, so a server layer built on it
  * does not compile with only a read-only replica. Never annotate the middleware with the
  * `HttpMiddleware` interface of `@effect/platform`: it returns `HttpApp.Default<any, any>`, which
@@ -41,7 +65,9 @@
  *
  * **Observability.** Each decision increments {@link decisions} (tags `policy`, `decision`) and
  * annotates the current span (the server's request span) with `ratelimit.policy`,
- * `ratelimit.decision`, `ratelimit.cost`, and `ratelimit.remaining` or `ratelimit.retry_after`.
+ * `ratelimit.decision`, `ratelimit.cost`, and `ratelimit.remaining` or `ratelimit.retry_after`. With
+ * several limiters, an allowed request counts under every policy, a denied one under those that denied
+ * only (the others spent nothing), and the span names the policy in `RateLimit`.
  *
  * **Caveats.**
  * - An app that fails gets the fields on the error response the server makes of its failure (through a
@@ -83,11 +109,18 @@
  *
  * @since 0.1.0
  */
+import type * as HttpApiMiddleware from "@effect/platform/HttpApiMiddleware"
+import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
 import type * as HttpApp from "@effect/platform/HttpApp"
+import type * as HttpRouter from "@effect/platform/HttpRouter"
 import type * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import type * as Context from "effect/Context"
 import type * as Duration from "effect/Duration"
+import * as Duration_ from "effect/Duration"
 import type * as Effect from "effect/Effect"
+import type * as Layer from "effect/Layer"
 import type * as Metric from "effect/Metric"
+import * as Schema from "effect/Schema"
 import type * as ClientIp from "./ClientIp.js"
 import * as fields from "./internal/http/fields.js"
 import * as internal from "./internal/http/rateLimit.js"
@@ -204,26 +237,112 @@ export type FallbackTypeId = typeof FallbackTypeId
 export type OnStoreFailure = "fail-closed" | "fail-open" | Fallback
 
 /**
- * The options of {@link middleware}.
+ * One limiter, or several decided as one (all or nothing, see the module doc), listed in a non-empty array.
  *
  * @since 0.1.0
  * @category models
  */
-export interface Options<LR, KE = never, KR = never, CE = never, CR = never> {
-  /** The limiter: a `TokenBucket<string>` or a `FixedWindow<string>`. Its namespace names the policy. */
-  readonly limiter: Limiter<LR>
-  /** How requests are keyed. Default {@link clientIp}`()`: the socket address, no proxy trusted. */
-  readonly key?: Key<KE, KR> | undefined
+export type Limiters<R = unknown> = Limiter<R> | readonly [Limiter<R>, ...Array<Limiter<R>>]
+
+/**
+ * What the limiters `L` need (`Redis` and the right to write each one's entity), as a union.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type LimiterRequirements<L> = L extends ReadonlyArray<infer One> ? LimiterRequirements<One>
+  : L extends {
+    readonly acquire: (name: string, cost: number) => Effect.Effect<infer _A, infer _E, infer R>
+  } ? R
+  : never
+
+/**
+ * What {@link Options.choose} picks for a request: the limiter (or several, decided as one) and the name to
+ * key it by. Each limiter's namespace names its policy in the fields, the metrics and the 429.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Choice<L extends Limiters = Limiters> {
+  readonly limiter: L
+  readonly key: string
+}
+
+/**
+ * What the options of the middlewares share: the cost, the store-failure policy and the denial memory.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface CommonOptions<CE = never, CR = never> {
   /** What a request costs. Default 1. */
   readonly cost?: Cost<CE, CR> | undefined
   /** What to do when the store fails. Required: the choice is the caller's. */
   readonly onStoreFailure: OnStoreFailure
   /**
-   * The denial memory: how many names' denials to remember in this process until their `retryAfter`, so
-   * that a client over its limit is answered without a store call (see the module doc). Default 0: none.
+   * The denial memory: how many names' denials to remember in this process, per limiter, until their
+   * `retryAfter`, so that a client over its limit is answered without a store call (see the module doc).
+   * Default 0: none.
    */
   readonly rememberDenials?: number | undefined
 }
+
+/**
+ * The options of {@link middleware} (and {@link apiMiddleware}) with a limiter, or several, for every
+ * request.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options<L extends Limiters, KE = never, KR = never, CE = never, CR = never>
+  extends CommonOptions<CE, CR>
+{
+  /**
+   * The limiter: a `TokenBucket<string>` or a `FixedWindow<string>`, whose namespace names the policy; or
+   * a non-empty array of them, decided as one (all or nothing; see the module doc).
+   */
+  readonly limiter: L
+  /** How requests are keyed. Default {@link clientIp}`()`: the socket address, no proxy trusted. */
+  readonly key?: Key<KE, KR> | undefined
+  readonly choose?: undefined
+}
+
+/**
+ * The options of {@link middleware} (and {@link apiMiddleware}) with a policy per request: `choose` picks
+ * the limiter(s) and the key of each request, plainly or as an Effect, which may need services (such as the
+ * user an authenticating middleware in front provided) and fail.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ChooseOptions<P extends Choice | Effect.Effect<Choice, unknown, unknown>, CE = never, CR = never>
+  extends CommonOptions<CE, CR>
+{
+  /** The limiter(s) and the key of a request. */
+  readonly choose: (request: HttpServerRequest.HttpServerRequest) => P
+  readonly limiter?: undefined
+  readonly key?: undefined
+}
+
+/**
+ * How a `choose` of {@link ChooseOptions} fails.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type ChooseError<P> = P extends Effect.Effect<infer _A, infer E, infer _R> ? E : never
+
+/**
+ * What a `choose` of {@link ChooseOptions} needs: its own requirements and those of every limiter it may
+ * choose.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type ChooseRequirements<P> = P extends Effect.Effect<infer C, infer _E, infer R>
+  ? R | LimiterRequirements<C extends Choice ? C["limiter"] : never>
+  : P extends Choice ? LimiterRequirements<P["limiter"]>
+  : never
 
 /**
  * A decision, as counted in {@link decisions} and set as the `ratelimit.decision` span attribute.
@@ -272,22 +391,163 @@ export const policy = <R>(limiter: Limiter<R>): Policy => {
 
 /**
  * The rate-limit middleware; see the module doc. The options are checked now (a limiter of neither
- * kind, or an `onStoreFailure` that is not one of the three, throws a `TypeError`). The result keeps
- * the app's `R` and adds the limiter's, the key's and the cost's; its errors add `InvalidInput` (a bad
- * cost) and those of the key and the cost. Dual: `middleware(options)(app)` or `middleware(app, options)`.
+ * kind, a list that is empty or names one limiter twice, or an `onStoreFailure` that is not one of the
+ * three, throws a `TypeError`). The result keeps the app's `R` and adds the limiters' (for `choose`: of
+ * every limiter it may choose), the key's and the cost's; its errors add `InvalidInput` (a bad cost)
+ * and those of the key (or `choose`) and the cost. Dual: `middleware(options)(app)` or
+ * `middleware(app, options)`.
  *
  * @since 0.1.0
  * @category middleware
  */
 export const middleware: {
-  <LR, KE = never, KR = never, CE = never, CR = never>(
-    options: Options<LR, KE, KR, CE, CR>
-  ): <E, R>(app: HttpApp.Default<E, R>) => HttpApp.Default<E | KE | CE | Redis.InvalidInput, R | LR | KR | CR>
-  <E, R, LR, KE = never, KR = never, CE = never, CR = never>(
+  <const L extends Limiters, KE = never, KR = never, CE = never, CR = never>(
+    options: Options<L, KE, KR, CE, CR>
+  ): <E, R>(
+    app: HttpApp.Default<E, R>
+  ) => HttpApp.Default<E | KE | CE | Redis.InvalidInput, R | LimiterRequirements<L> | KR | CR>
+  <P extends Choice | Effect.Effect<Choice, unknown, unknown>, CE = never, CR = never>(
+    options: ChooseOptions<P, CE, CR>
+  ): <E, R>(
+    app: HttpApp.Default<E, R>
+  ) => HttpApp.Default<E | ChooseError<P> | CE | Redis.InvalidInput, R | ChooseRequirements<P> | CR>
+  <E, R, const L extends Limiters, KE = never, KR = never, CE = never, CR = never>(
     app: HttpApp.Default<E, R>,
-    options: Options<LR, KE, KR, CE, CR>
-  ): HttpApp.Default<E | KE | CE | Redis.InvalidInput, R | LR | KR | CR>
+    options: Options<L, KE, KR, CE, CR>
+  ): HttpApp.Default<E | KE | CE | Redis.InvalidInput, R | LimiterRequirements<L> | KR | CR>
+  <E, R, P extends Choice | Effect.Effect<Choice, unknown, unknown>, CE = never, CR = never>(
+    app: HttpApp.Default<E, R>,
+    options: ChooseOptions<P, CE, CR>
+  ): HttpApp.Default<E | ChooseError<P> | CE | Redis.InvalidInput, R | ChooseRequirements<P> | CR>
 } = internal.dualMiddleware as never
+
+/**
+ * `RateLimitExceeded.retryAfter`: a `Duration`, which travels as whole seconds (the `Retry-After` of the
+ * 429 it came with), a non-negative integer in JSON.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export const RetryAfterSeconds: Schema.Schema<Duration.Duration, number> = Schema.transform(
+  Schema.NonNegativeInt,
+  Schema.DurationFromSelf,
+  { strict: true, decode: (seconds) => Duration_.seconds(seconds), encode: (duration) => fields.ceilSeconds(duration) }
+).annotations({
+  identifier: "RetryAfterSeconds",
+  description: "Whole seconds until the request may be retried, as the Retry-After of the response"
+})
+
+/**
+ * The failure of a request that a rate limit denied, as {@link apiMiddleware} fails with it: an `HttpApi`
+ * error of status 429, so that the API's OpenAPI documents it on the endpoints the middleware is on, and
+ * a client made from the API (`HttpApiClient`) fails with it, typed. Its JSON body:
+ * `{"policy":"login","retryAfter":3,"violatedPolicies":["login"],"_tag":"RateLimitExceeded"}`.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class RateLimitExceeded extends Schema.TaggedError<RateLimitExceeded>()(
+  "RateLimitExceeded",
+  {
+    /** The policy (a limiter's namespace) whose wait is the longest: the one in `Retry-After` and `RateLimit`. */
+    policy: Schema.String,
+    /** How long until the request may pass, if nothing else spends: `Retry-After`, in whole seconds. */
+    retryAfter: RetryAfterSeconds,
+    /** Every policy that denied the request (several limits are decided as one). */
+    violatedPolicies: Schema.Array(Schema.String)
+  },
+  HttpApiSchema.annotations({
+    status: 429,
+    description: "Too Many Requests: a rate limit denied the request; retry after retryAfter seconds"
+  })
+) {
+  override get message(): string {
+    return `rate limit ${this.policy} exceeded: retry after ${fields.ceilSeconds(this.retryAfter)} s`
+  }
+}
+
+/**
+ * The options of {@link apiMiddleware}: those of {@link middleware} (a key, a cost or a `choose` that can
+ * fail is not allowed: the middleware's failure is {@link RateLimitExceeded} alone), and `fromRequest`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface FromRequest<S extends ReadonlyArray<RequestService>> {
+  /**
+   * Services the key, the cost or `choose` read from the request's context, where an `HttpApi` middleware
+   * that runs before this one provided them (its `provides`, such as the authenticated user). They are not
+   * asked of the layer. A request that arrives without one is a defect naming it (and the order to declare
+   * the middlewares in: @effect/platform runs the middleware declared last first).
+   */
+  readonly fromRequest?: S | undefined
+}
+
+/**
+ * A service's tag, as {@link FromRequest} lists it.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface RequestService {
+  readonly key: string
+  readonly Identifier: unknown
+}
+
+/**
+ * The `HttpApi` middleware that `apiMiddleware` implements: one declared with `HttpApiMiddleware.Tag`
+ * and `failure: RateLimit.RateLimitExceeded`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type ApiMiddlewareTag<I> = Context.Tag<I, HttpApiMiddleware.HttpApiMiddleware<void, RateLimitExceeded>>
+
+/**
+ * Implements an `HttpApi` middleware, declared with platform's own `HttpApiMiddleware.Tag` and
+ * `failure: RateLimit.RateLimitExceeded`, as a rate limit with the options of {@link middleware} (the same
+ * keys, costs, several limiters or a `choose` per request, store-failure policies and denial memory):
+ *
+ * - an endpoint or group with `.middleware(Tag)` answers a denial with a 429 ({@link RateLimitExceeded},
+ *   encoded by the API), `Retry-After` and the fields; an allowed response carries the fields too;
+ * - the API's OpenAPI lists the 429 on those endpoints only, and `HttpApiClient` fails with the error;
+ * - a cost above the quota (413) and a fail-closed store failure (503) are answered as {@link middleware}
+ *   answers them, and a key the store will not take (over 4096 bytes, from a header) or a bad cost
+ *   (`InvalidInput`) with a `400` problem, as the proxy does: the API's schema does not describe these (a
+ *   client made from the API sees a `ResponseError`).
+ *
+ * The layer needs what the limiters need (`Redis | Write<TokenBucket.Entity>`), and what the key, the cost
+ * and `choose` need but the request's context provides (see {@link FromRequest}). The options are checked
+ * now, as {@link middleware}'s are.
+ *
+ * @since 0.1.0
+ * @category middleware
+ */
+export const apiMiddleware: {
+  <I, const L extends Limiters, KR = never, CR = never, const S extends ReadonlyArray<RequestService> = readonly []>(
+    tag: ApiMiddlewareTag<I>,
+    options: Options<L, never, KR, never, CR> & FromRequest<S>
+  ): Layer.Layer<
+    I,
+    never,
+    Exclude<LimiterRequirements<L> | KR | CR, S[number]["Identifier"] | HttpRouter.HttpRouter.Provided>
+  >
+  <
+    I,
+    P extends Choice | Effect.Effect<Choice, never, unknown>,
+    CR = never,
+    const S extends ReadonlyArray<RequestService> = readonly []
+  >(
+    tag: ApiMiddlewareTag<I>,
+    options: ChooseOptions<P, never, CR> & FromRequest<S>
+  ): Layer.Layer<
+    I,
+    never,
+    Exclude<ChooseRequirements<P> | CR, S[number]["Identifier"] | HttpRouter.HttpRouter.Provided>
+  >
+} =
+  ((tag: Context.Tag<unknown, unknown>, options: never) =>
+    internal.apiMiddleware(tag, options, RateLimitExceeded)) as never
 
 /**
  * The default key: the client's IP, as {@link ClientIp.resolve} finds it with these options (no

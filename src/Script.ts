@@ -165,11 +165,14 @@ export interface Script<A = unknown> {
    * replies), in order, each decoded by `decode`. When it is set, calls made together may be sent together.
    */
   readonly many: Script<unknown> | undefined
-  /** This is the `many` variant of a script: KEYS and ARGV of several calls, laid end to end. */
+  /**
+   * KEYS and ARGV of several calls (a `many` variant), or of several items decided together, laid end to
+   * end: its key count is per call or item.
+   */
   readonly variadic: boolean
   /**
-   * (A `many` variant.) How many leading ARGV the calls it runs have in common: they come once, first,
-   * then each call's own ARGV. Only calls whose leading ARGV are equal are sent together. 0 otherwise.
+   * (A `variadic` script.) How many leading ARGV the calls or items it runs have in common: they come once,
+   * first, then each one's own ARGV. Only calls whose leading ARGV are equal are sent together. 0 otherwise.
    */
   readonly shared: number
 }

@@ -2,7 +2,8 @@
  * `wakuwaku/http`: rate limiting for `@effect/platform` HTTP servers, backed by the structures of
  * `wakuwaku`. Reachable by this subpath only, so the core never loads `@effect/platform`.
  *
- * - {@link RateLimit}: the middleware.
+ * - {@link RateLimit}: the middleware of an `HttpApp`, and `RateLimit.apiMiddleware`, the implementation of
+ *   an `HttpApi` middleware whose 429 (`RateLimit.RateLimitExceeded`) the API, its OpenAPI and its client know.
  * - {@link ClientIp}: which address a request comes from, with trusted proxies.
  *
  * @since 0.1.0

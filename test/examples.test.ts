@@ -1,10 +1,15 @@
-/** docs/examples/login.ts picks its store and says which: REDIS_URL, else a throwaway server, else memory. */
+/**
+ * docs/examples/login.ts picks its store and says which: REDIS_URL, else a throwaway server, else memory.
+ * docs/examples/httpapi.ts runs its API and its client; docs/httpapi.openapi.json is its OpenAPI document.
+ */
+import * as OpenApi from "@effect/platform/OpenApi"
 import { execFile } from "node:child_process"
-import { mkdtempSync, rmSync, symlinkSync } from "node:fs"
+import { mkdtempSync, readFileSync, rmSync, symlinkSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { promisify } from "node:util"
 import { afterAll, describe, expect, it } from "vitest"
+import { api } from "../docs/examples/httpapi.js"
 import { ROOT } from "./support/proxy.js"
 import { redisUrl } from "./support/redis.js"
 
@@ -50,4 +55,39 @@ describe("docs/examples/login.ts", () => {
     expect(lines[0]).toBe(`store: Redis at ${redisUrl} (REDIS_URL)`)
     expect(lines[2]).toMatch(/^attempt 1: allowed, remaining \d+$/)
   }, 30_000)
+})
+
+describe("docs/examples/httpapi.ts", () => {
+  it("runs: 20 logins pass, the 21st is RateLimitExceeded; each user's plan is in the fields", async () => {
+    const { REDIS_URL: _, ...inherited } = process.env
+    const { stdout } = await run(process.execPath, ["--import", "tsx", "docs/examples/httpapi.ts"], {
+      cwd: ROOT,
+      env: inherited
+    })
+    const lines = stdout.split("\n")
+    expect(lines[0]).toBe("store: memory (no REDIS_URL): shared by nothing but this process")
+    expect(lines[1]).toBe("login 1: welcome (RateLimit: \"login\";r=19;t=3)")
+    expect(lines[20]).toBe("login 20: welcome (RateLimit: \"login\";r=0;t=60)")
+    expect(lines[21]).toBe(
+      "login 21: RateLimitExceeded by login, retry after 3 s (RateLimit: \"login\";r=0;t=3, Retry-After: 3)"
+    )
+    expect(lines.slice(22)).toEqual([
+      "order of ann: RateLimit-Policy: \"per-second\";q=10;w=1, \"free\";q=100;w=3600 " +
+      "(RateLimit: \"per-second\";r=9;t=1)",
+      "order of bob: RateLimit-Policy: \"per-second\";q=10;w=1, \"paid\";q=10000;w=3600 " +
+      "(RateLimit: \"per-second\";r=9;t=1)",
+      "a wrong token: Unauthorized",
+      ""
+    ])
+  }, 30_000)
+
+  it("docs/httpapi.openapi.json is its OpenAPI document, as `--openapi` prints it now", () => {
+    const sample = readFileSync(new URL("../docs/httpapi.openapi.json", import.meta.url), "utf8")
+    expect(sample).toBe(`${JSON.stringify(OpenApi.fromApi(api), null, 2)}\n`)
+    // The 429 is on the limited endpoints only.
+    const spec = JSON.parse(sample)
+    expect(Object.keys(spec.paths["/login"].post.responses)).toContain("429")
+    expect(Object.keys(spec.paths["/orders"].get.responses)).toContain("429")
+    expect(Object.keys(spec.paths["/health"].get.responses)).not.toContain("429")
+  })
 })

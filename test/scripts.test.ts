@@ -6,9 +6,16 @@
 import { describe, expect, it } from "vitest"
 import { type Script } from "wakuwaku"
 import "wakuwaku"
+import * as limits from "../src/internal/limits.js"
 import { registered } from "../src/internal/script.js"
 
+// The group scripts are made when first asked for, from the families the structures registered.
+limits.scripts()
 const scripts: Array<Script.Script> = registered().flatMap((s) => (s.many ? [s, s.many] : [s]))
+/** The batch variants (`many`); the scripts over items (variadic, one decision); the rest. */
+const many = new Set(scripts.flatMap((s) => s.many ? [s.many] : []))
+const overItems = scripts.filter((s) => s.variadic && !many.has(s))
+const single = scripts.filter((s) => !s.variadic)
 
 describe("scripts", () => {
   it("are found", () => {
@@ -16,6 +23,8 @@ describe("scripts", () => {
       "FixedWindow.acquire",
       "FixedWindow.acquireMany",
       "FixedWindow.peek",
+      "Limits.acquire",
+      "Limits.refund",
       "Lock.acquire",
       "Lock.acquireMany",
       "Lock.extend",
@@ -60,7 +69,11 @@ describe("scripts", () => {
   it("each finished script, as Redis runs it, is in one file a reader can read", async () => {
     const all = [...scripts].sort((a, b) => (a.name < b.name ? -1 : 1)).map((s) =>
       [
-        `-- ${s.name}: KEYS ${s.keys}${s.variadic ? " per call (a batch of calls laid end to end)" : ""}` +
+        `-- ${s.name}: KEYS ${s.keys}${
+          s.variadic
+            ? many.has(s) ? " per call (a batch of calls laid end to end)" : " per item (items decided together)"
+            : ""
+        }` +
         `${s.shared > 0 ? `, ${s.shared} shared ARGV` : ""}${s.readOnly ? ", read-only" : ""}; sha1 ${s.sha1}`,
         s.lua.trimEnd()
       ].join("\n")
@@ -70,9 +83,6 @@ describe("scripts", () => {
     )
       .toMatchFileSnapshot("./__snapshots__/scripts.lua")
   })
-
-  const many = new Set(scripts.flatMap((s) => s.many ? [s.many] : []))
-  const single = scripts.filter((s) => !many.has(s))
 
   it.each(single.map((s) => [s.name, s] as const))("%s reads exactly KEYS[1..keys]", (_, script) => {
     const used = new Set([...script.lua.matchAll(/KEYS\[(\d+)\]/g)].map((m) => Number(m[1])))
@@ -90,6 +100,17 @@ describe("scripts", () => {
       expect(indices.length).toBe(script.keys)
       for (const index of indices) expect(index).toMatch(/^\d+ \* \(i - 1\) \+ \d+$/)
       expect(script.lua).toContain(`for i = 1, #KEYS / ${script.keys} do`)
+      expect(script.lua).not.toMatch(/@@wakuwaku/)
+    }
+  )
+
+  it.each(overItems.map((s) => [s.name, s] as const))(
+    "%s (over items) reads KEYS only as KEYS[i], over #KEYS, and is never batched",
+    (_, script) => {
+      expect(script.many).toBeUndefined()
+      expect(script.keys).toBe(1)
+      expect([...new Set([...script.lua.matchAll(/KEYS\[([^\]]+)\]/g)].map((m) => m[1]))]).toEqual(["i"])
+      expect(script.lua).toContain("for i = 1, #KEYS do")
       expect(script.lua).not.toMatch(/@@wakuwaku/)
     }
   )

@@ -6,6 +6,7 @@ import * as Script from "../Script.js"
 import { MAX_MICROS, MAX_TEXT } from "./duration.js"
 import * as key from "./key.js"
 import * as limiter from "./limiter.js"
+import * as limits from "./limits.js"
 import { NOW_US } from "./lua.js"
 import { define, manyLua, manyTwin } from "./script.js"
 
@@ -22,8 +23,9 @@ export const isFixedWindow = (u: unknown): u is FixedWindow.FixedWindow<never> =
   typeof u === "object" && u !== null && TypeId in u
 
 /**
- * @internal Lua shared by the scripts. A window's parameters travel as one ARGV string,
- * "<limit> <window µs>". Windows are aligned to server time: the one holding `now` starts at
+ * @internal Lua shared by the scripts, after {@link NOW_US}, which sets `now` (the group scripts of
+ * ./limits.ts read `now` once and run these in a block of their own). A window's parameters travel
+ * as one ARGV string, "<limit> <window µs>". Windows are aligned to server time: the one holding `now` starts at
  * `now - fmod(now, window)` (fmod is exact on doubles, where Lua's `%` is not). State is one string
  * "<window start µs> <count>", which expires when its window ends; a count of another window is zero.
  * - `used(key, start)` is the count of the window starting at `start`.
@@ -31,7 +33,7 @@ export const isFixedWindow = (u: unknown): u is FixedWindow.FixedWindow<never> =
  *   allowed, -1 when cost > limit), remaining (never below 0, even if the limit was lowered
  *   mid-window). A denial writes nothing.
  */
-const FUNCTIONS = `${NOW_US}local windows = {}
+const FUNCTIONS_AT_NOW = `local windows = {}
 local function window(s)
   local w = windows[s]
   if w then return w end
@@ -62,6 +64,7 @@ local function take(key, w, cost)
   return 1, 0, remaining - cost
 end
 `
+const FUNCTIONS = `${NOW_US}${FUNCTIONS_AT_NOW}`
 
 /** The twin of FUNCTIONS (memory.ts). */
 interface Window {
@@ -94,6 +97,58 @@ const take = (db: Script.Keyspace, key: string, w: Window, cost: number): Script
   return [1, 0, remaining - cost]
 }
 const acquireTwin: Script.Twin = (db, keys, argv) => take(db, keys[0]!, windowOf(argv[0]!), Number(argv[1]))
+
+/**
+ * The window as a member of several limits decided as one (./limits.ts): its own acquire's condition
+ * (cost ≤ limit and cost ≤ what is left), and a refund of the window spent from only: its count less the
+ * cost (never below 0; deleted at 0), while that window lasts; a window that has ended has nothing to give
+ * back.
+ */
+limits.register<Window>({
+  kind: KIND,
+  letter: "W",
+  lua: `${FUNCTIONS_AT_NOW}local function current(w) return now - math.fmod(now, w.size) end
+families['W'] = {
+  parse = window,
+  fits = function(key, w, cost)
+    return not (cost > w.limit) and not (cost > math.max(0, w.limit - used(key, current(w))))
+  end,
+  take = take,
+  left = function(key, w) return math.max(0, w.limit - used(key, current(w))) end,
+  start = current,
+  refund = function(key, w, cost, start)
+    local count = used(key, start)
+    local left = math.ceil((start + w.size - now) / 1000)
+    if count > 0 and left > 0 then
+      count = math.max(0, count - cost)
+      if count == 0 then
+        redis.call('DEL', key)
+      else
+        redis.call('SET', key, string.format('%d', start) .. ' ' .. string.format('%d', count), 'PX',
+          string.format('%d', left))
+      end
+    end
+  end
+}
+`,
+  twin: {
+    parse: windowOf,
+    fits: (db, key, w, cost) =>
+      !(cost > w.limit) && !(cost > Math.max(0, w.limit - usedTwin(db, key, db.now - db.now % w.size))),
+    take: (db, key, w, cost) => take(db, key, w, cost) as ReadonlyArray<number>,
+    left: (db, key, w) => Math.max(0, w.limit - usedTwin(db, key, db.now - db.now % w.size)),
+    start: (db, w) => db.now - db.now % w.size,
+    refund: (db, key, w, cost, start) => {
+      let count = usedTwin(db, key, start)
+      const left = Math.ceil((start + w.size - db.now) / 1000)
+      if (count > 0 && left > 0) {
+        count = Math.max(0, count - cost)
+        if (count === 0) db.del(key)
+        else db.set(key, `${start} ${count}`, { px: left })
+      }
+    }
+  }
+})
 
 /**
  * @internal Counts `cost` in the current window if it stays within the limit; a denial writes nothing.

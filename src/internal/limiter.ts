@@ -70,11 +70,13 @@ export class Limiter<Name extends Redis.KeyName, E extends Capability.AnyEntity>
   /** Every key of this limiter: this, then the encoded name. */
   private readonly prefix: string
   constructor(
-    kind: string,
-    private readonly entity: E,
+    /** `TokenBucket` or `FixedWindow`. */
+    readonly kind: string,
+    /** The entity its writes need the right to write. */
+    readonly entity: E,
     readonly namespace: string,
     /** The limiter's parameters, as its scripts take them. */
-    private readonly shape: string,
+    readonly shape: string,
     private readonly scripts: { readonly acquire: Script.Script<Admission>; readonly peek: Script.Script<number> }
   ) {
     this.label = `${kind}(${namespace})`
@@ -88,8 +90,8 @@ export class Limiter<Name extends Redis.KeyName, E extends Capability.AnyEntity>
   }
   private readonly small: Array<ReadonlyArray<string>> = []
 
-  /** The key of `name`, or why it has none. */
-  private keyOf(operation: string, name: Name): string | Redis.InvalidInput {
+  /** The key of `name`, or why it has none (an `InvalidInput` of `operation`). */
+  keyOf(operation: string, name: Name): string | Redis.InvalidInput {
     const fast = key.encodeNameFast(name)
     if (fast !== undefined) return this.prefix + fast
     const encoded = key.encodeNameOf(this.label, operation, name)

@@ -82,6 +82,19 @@ export const define = <A = unknown>(options: Script.Options<A>): Script.Script<A
   return script
 }
 
+/**
+ * @internal {@link define} of a script that decides many items together, in one call: KEYS `keys` per item,
+ * ARGV `shared` leading values common to all, then each item's own, laid end to end as a `many` variant's
+ * calls are (so the key count is checked per item), but one decision, never a batch of calls: it has no
+ * `many` and is sent as it is.
+ */
+export const defineOver = <A = unknown>(options: Script.Options<A> & { readonly shared: number }): Script.Script<A> => {
+  const { shared, ...rest } = options
+  const script = Object.freeze({ ...make(rest), variadic: true, shared: checkShared(options.name, shared) })
+  library.add(script as Script.Script<unknown>)
+  return script
+}
+
 /** @internal Every script the library's modules loaded so far have defined (their `many` variants apart). */
 export const registered = (): ReadonlyArray<Script.Script<unknown>> => [...library]
 

@@ -14,6 +14,7 @@ import type * as TokenBucket from "../TokenBucket.js"
 import { MAX_MICROS, waitMillis } from "./duration.js"
 import * as key from "./key.js"
 import * as limiter from "./limiter.js"
+import * as limits from "./limits.js"
 import { NOW_US } from "./lua.js"
 import { define, manyLua, manyTwin } from "./script.js"
 
@@ -35,8 +36,10 @@ export const isTokenBucket = (u: unknown): u is TokenBucket.TokenBucket<never> =
   typeof u === "object" && u !== null && TypeId in u
 
 /**
- * @internal Lua shared by the scripts. A bucket's parameters travel as one ARGV string, its shape:
- * "<capacity> <tokens per period> <period µs>", parsed once per script call (`shape`). State is one
+ * @internal Lua shared by the scripts, after {@link NOW_US}, which sets `now` (the group scripts of
+ * ./limits.ts read `now` once and run these in a block of their own). A bucket's parameters travel
+ * as one ARGV string, its shape: "<capacity> <tokens per period> <period µs>", parsed once per script
+ * call (`shape`). State is one
  * string "<tokens> <ts>": tokens fractional and negative while the bucket is in debt (printed with
  * %.17g, so a round trip is exact), ts the server time in µs. An absent key is a full bucket.
  * - `level(key, b)` is the level at `now`. Refill multiplies before it divides, and every time the
@@ -49,7 +52,7 @@ export const isTokenBucket = (u: unknown): u is TokenBucket.TokenBucket<never> =
  *   same max_wait would be allowed, -1 when cost > capacity), floor(tokens left). An acquire is a take
  *   with max_wait 0.
  */
-const FUNCTIONS = `${NOW_US}local at = ' ' .. string.format('%d', now)
+const FUNCTIONS_AT_NOW = `local at = ' ' .. string.format('%d', now)
 local shapes = {}
 local function shape(s)
   local b = shapes[s]
@@ -108,6 +111,7 @@ local function take(key, b, cost, max_wait)
   return allowed, ms, math.floor(tokens)
 end
 `
+const FUNCTIONS = `${NOW_US}${FUNCTIONS_AT_NOW}`
 
 /** The twin of FUNCTIONS (memory.ts): the same arithmetic, in the same order, on the same doubles. */
 interface Shape {
@@ -171,6 +175,41 @@ const take = (db: Script.Keyspace, key: string, b: Shape, cost: number, maxWait:
   return [allowed, ms + 0, Math.floor(tokens)]
 }
 const acquireTwin: Script.Twin = (db, keys, argv) => take(db, keys[0]!, shapeOf(argv[0]!), Number(argv[1]), 0)
+
+/**
+ * The bucket as a member of several limits decided as one (./limits.ts): its own functions, its own
+ * acquire's condition (`take` with max_wait 0: it allows iff cost ≤ capacity and the level less the cost
+ * is ≥ 0), and a refund as REFUND's, capped at capacity (no window: `start` is 0).
+ */
+limits.register<Shape>({
+  kind: KIND,
+  letter: "T",
+  lua: `${FUNCTIONS_AT_NOW}families['T'] = {
+  parse = shape,
+  fits = function(key, b, cost) return not (cost > b.capacity) and level(key, b) - cost >= 0 end,
+  take = function(key, b, cost) return take(key, b, cost, 0) end,
+  left = function(key, b) return math.floor(level(key, b)) end,
+  start = function() return 0 end,
+  refund = function(key, b, cost)
+    local tokens = level(key, b) + cost
+    if tokens > b.capacity then tokens = b.capacity end
+    store(key, b, tokens)
+  end
+}
+`,
+  twin: {
+    parse: shapeOf,
+    fits: (db, key, b, cost) => !(cost > b.capacity) && levelOf(db, key, b) - cost >= 0,
+    take: (db, key, b, cost) => take(db, key, b, cost, 0),
+    left: (db, key, b) => Math.floor(levelOf(db, key, b)),
+    start: () => 0,
+    refund: (db, key, b, cost) => {
+      let tokens = levelOf(db, key, b) + cost
+      if (tokens > b.capacity) tokens = b.capacity
+      store(db, key, b, tokens)
+    }
+  }
+})
 
 /**
  * @internal Takes `cost` tokens if the bucket holds that many (a reservation that may not wait), and

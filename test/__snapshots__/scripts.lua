@@ -122,6 +122,302 @@ end
 local w = window(ARGV[1])
 return math.max(0, w.limit - used(KEYS[1], now - math.fmod(now, w.size)))
 
+-- Limits.acquire: KEYS 1 per item (items decided together), 1 shared ARGV; sha1 f612d95489b2e0a900294f1f6948646230faab45
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local families = {}
+do
+local at = ' ' .. string.format('%d', now)
+local shapes = {}
+local function shape(s)
+  local b = shapes[s]
+  if b then return b end
+  local capacity, k, period = string.match(s, '^(%d+) (%d+) (%d+)$')
+  b = {capacity = tonumber(capacity), k = tonumber(k), period = tonumber(period)}
+  shapes[s] = b
+  return b
+end
+local function level(key, b)
+  local state = redis.call('GET', key)
+  if not state then return b.capacity end
+  local sp = string.find(state, ' ', 1, true)
+  local elapsed = now - tonumber(string.sub(state, sp + 1))
+  if elapsed < 0 then elapsed = 0 end
+  local tokens = tonumber(string.sub(state, 1, sp - 1)) + elapsed * b.k / b.period
+  if tokens > b.capacity then return b.capacity end
+  return tokens
+end
+local function store(key, b, tokens)
+  if tokens >= b.capacity then
+    redis.call('DEL', key)
+  else
+    local ttl = math.ceil((b.capacity - tokens) * b.period / b.k / 1000)
+    if ttl < 1 then ttl = 1 end
+    redis.call('SET', key, string.format('%.17g', tokens) .. at, 'PX', string.format('%d', ttl))
+  end
+end
+local function take(key, b, cost, max_wait)
+  local capacity, k, period = b.capacity, b.k, b.period
+  local tokens = level(key, b)
+  local allowance = 0
+  if max_wait > 0 then allowance = (max_wait * 1000) * k / period end
+  local allowed, ms = 0, 0
+  if cost > capacity then
+    ms = -1
+  elseif (tokens - cost) + allowance >= 0 then
+    tokens = tokens - cost
+    allowed = 1
+    if tokens < 0 then
+      ms = math.ceil(-tokens * period / k / 1000)
+      for _ = 1, 3 do
+        if tokens + (ms * 1000) * k / period >= 0 then break end
+        ms = ms + 1
+      end
+      if ms > max_wait then ms = max_wait end
+    end
+  else
+    ms = math.ceil(((cost - tokens) * period / k - max_wait * 1000) / 1000)
+    for _ = 1, 3 do
+      if (tokens + (ms * 1000) * k / period - cost) + allowance >= 0 then break end
+      ms = ms + 1
+    end
+  end
+  store(key, b, tokens)
+  return allowed, ms, math.floor(tokens)
+end
+families['T'] = {
+  parse = shape,
+  fits = function(key, b, cost) return not (cost > b.capacity) and level(key, b) - cost >= 0 end,
+  take = function(key, b, cost) return take(key, b, cost, 0) end,
+  left = function(key, b) return math.floor(level(key, b)) end,
+  start = function() return 0 end,
+  refund = function(key, b, cost)
+    local tokens = level(key, b) + cost
+    if tokens > b.capacity then tokens = b.capacity end
+    store(key, b, tokens)
+  end
+}
+end
+do
+local windows = {}
+local function window(s)
+  local w = windows[s]
+  if w then return w end
+  local limit, size = string.match(s, '^(%d+) (%d+)$')
+  w = {limit = tonumber(limit), size = tonumber(size)}
+  windows[s] = w
+  return w
+end
+local function used(key, start)
+  local state = redis.call('GET', key)
+  if not state then return 0 end
+  local sp = string.find(state, ' ', 1, true)
+  if tonumber(string.sub(state, 1, sp - 1)) ~= start then return 0 end
+  return tonumber(string.sub(state, sp + 1))
+end
+local function take(key, w, cost)
+  local start = now - math.fmod(now, w.size)
+  local count = used(key, start)
+  local left = math.ceil((start + w.size - now) / 1000)
+  local remaining = math.max(0, w.limit - count)
+  if cost > w.limit then return 0, -1, remaining end
+  if cost > remaining then return 0, left, remaining end
+  if cost > 0 then
+    count = count + cost
+    local state = string.format('%d', start) .. ' ' .. string.format('%d', count)
+    redis.call('SET', key, state, 'PX', string.format('%d', left))
+  end
+  return 1, 0, remaining - cost
+end
+local function current(w) return now - math.fmod(now, w.size) end
+families['W'] = {
+  parse = window,
+  fits = function(key, w, cost)
+    return not (cost > w.limit) and not (cost > math.max(0, w.limit - used(key, current(w))))
+  end,
+  take = take,
+  left = function(key, w) return math.max(0, w.limit - used(key, current(w))) end,
+  start = current,
+  refund = function(key, w, cost, start)
+    local count = used(key, start)
+    local left = math.ceil((start + w.size - now) / 1000)
+    if count > 0 and left > 0 then
+      count = math.max(0, count - cost)
+      if count == 0 then
+        redis.call('DEL', key)
+      else
+        redis.call('SET', key, string.format('%d', start) .. ' ' .. string.format('%d', count), 'PX',
+          string.format('%d', left))
+      end
+    end
+  end
+}
+end
+local cost = tonumber(ARGV[1])
+local found, all = {}, 1
+for i = 1, #KEYS do
+  local spec = ARGV[i + 1]
+  local family = families[string.sub(spec, 1, 1)]
+  local params = family.parse(string.sub(spec, 3))
+  local ok = family.fits(KEYS[i], params, cost)
+  found[i] = {family, params, ok}
+  if not ok then all = 0 end
+end
+local reply = {all}
+for i = 1, #KEYS do
+  local family, params, ok = found[i][1], found[i][2], found[i][3]
+  local allowed, ms, remaining
+  if all == 1 or not ok then
+    allowed, ms, remaining = family.take(KEYS[i], params, cost)
+  else
+    allowed, ms, remaining = 1, 0, family.left(KEYS[i], params)
+  end
+  table.insert(reply, allowed)
+  table.insert(reply, ms)
+  table.insert(reply, remaining)
+  table.insert(reply, family.start(params))
+end
+return reply
+
+-- Limits.refund: KEYS 1 per item (items decided together), 1 shared ARGV; sha1 96067d210d44350f13aef76e9c5d854f1a198272
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local families = {}
+do
+local at = ' ' .. string.format('%d', now)
+local shapes = {}
+local function shape(s)
+  local b = shapes[s]
+  if b then return b end
+  local capacity, k, period = string.match(s, '^(%d+) (%d+) (%d+)$')
+  b = {capacity = tonumber(capacity), k = tonumber(k), period = tonumber(period)}
+  shapes[s] = b
+  return b
+end
+local function level(key, b)
+  local state = redis.call('GET', key)
+  if not state then return b.capacity end
+  local sp = string.find(state, ' ', 1, true)
+  local elapsed = now - tonumber(string.sub(state, sp + 1))
+  if elapsed < 0 then elapsed = 0 end
+  local tokens = tonumber(string.sub(state, 1, sp - 1)) + elapsed * b.k / b.period
+  if tokens > b.capacity then return b.capacity end
+  return tokens
+end
+local function store(key, b, tokens)
+  if tokens >= b.capacity then
+    redis.call('DEL', key)
+  else
+    local ttl = math.ceil((b.capacity - tokens) * b.period / b.k / 1000)
+    if ttl < 1 then ttl = 1 end
+    redis.call('SET', key, string.format('%.17g', tokens) .. at, 'PX', string.format('%d', ttl))
+  end
+end
+local function take(key, b, cost, max_wait)
+  local capacity, k, period = b.capacity, b.k, b.period
+  local tokens = level(key, b)
+  local allowance = 0
+  if max_wait > 0 then allowance = (max_wait * 1000) * k / period end
+  local allowed, ms = 0, 0
+  if cost > capacity then
+    ms = -1
+  elseif (tokens - cost) + allowance >= 0 then
+    tokens = tokens - cost
+    allowed = 1
+    if tokens < 0 then
+      ms = math.ceil(-tokens * period / k / 1000)
+      for _ = 1, 3 do
+        if tokens + (ms * 1000) * k / period >= 0 then break end
+        ms = ms + 1
+      end
+      if ms > max_wait then ms = max_wait end
+    end
+  else
+    ms = math.ceil(((cost - tokens) * period / k - max_wait * 1000) / 1000)
+    for _ = 1, 3 do
+      if (tokens + (ms * 1000) * k / period - cost) + allowance >= 0 then break end
+      ms = ms + 1
+    end
+  end
+  store(key, b, tokens)
+  return allowed, ms, math.floor(tokens)
+end
+families['T'] = {
+  parse = shape,
+  fits = function(key, b, cost) return not (cost > b.capacity) and level(key, b) - cost >= 0 end,
+  take = function(key, b, cost) return take(key, b, cost, 0) end,
+  left = function(key, b) return math.floor(level(key, b)) end,
+  start = function() return 0 end,
+  refund = function(key, b, cost)
+    local tokens = level(key, b) + cost
+    if tokens > b.capacity then tokens = b.capacity end
+    store(key, b, tokens)
+  end
+}
+end
+do
+local windows = {}
+local function window(s)
+  local w = windows[s]
+  if w then return w end
+  local limit, size = string.match(s, '^(%d+) (%d+)$')
+  w = {limit = tonumber(limit), size = tonumber(size)}
+  windows[s] = w
+  return w
+end
+local function used(key, start)
+  local state = redis.call('GET', key)
+  if not state then return 0 end
+  local sp = string.find(state, ' ', 1, true)
+  if tonumber(string.sub(state, 1, sp - 1)) ~= start then return 0 end
+  return tonumber(string.sub(state, sp + 1))
+end
+local function take(key, w, cost)
+  local start = now - math.fmod(now, w.size)
+  local count = used(key, start)
+  local left = math.ceil((start + w.size - now) / 1000)
+  local remaining = math.max(0, w.limit - count)
+  if cost > w.limit then return 0, -1, remaining end
+  if cost > remaining then return 0, left, remaining end
+  if cost > 0 then
+    count = count + cost
+    local state = string.format('%d', start) .. ' ' .. string.format('%d', count)
+    redis.call('SET', key, state, 'PX', string.format('%d', left))
+  end
+  return 1, 0, remaining - cost
+end
+local function current(w) return now - math.fmod(now, w.size) end
+families['W'] = {
+  parse = window,
+  fits = function(key, w, cost)
+    return not (cost > w.limit) and not (cost > math.max(0, w.limit - used(key, current(w))))
+  end,
+  take = take,
+  left = function(key, w) return math.max(0, w.limit - used(key, current(w))) end,
+  start = current,
+  refund = function(key, w, cost, start)
+    local count = used(key, start)
+    local left = math.ceil((start + w.size - now) / 1000)
+    if count > 0 and left > 0 then
+      count = math.max(0, count - cost)
+      if count == 0 then
+        redis.call('DEL', key)
+      else
+        redis.call('SET', key, string.format('%d', start) .. ' ' .. string.format('%d', count), 'PX',
+          string.format('%d', left))
+      end
+    end
+  end
+}
+end
+local cost = tonumber(ARGV[1])
+for i = 1, #KEYS do
+  local spec = ARGV[2 * i]
+  local family = families[string.sub(spec, 1, 1)]
+  family.refund(KEYS[i], family.parse(string.sub(spec, 3)), cost, tonumber(ARGV[2 * i + 1]))
+end
+return #KEYS
+
 -- Lock.acquire: KEYS 2; sha1 c6dccc84a75171573534e78379fa124ae335434d
 local function fence(key, now, lease)
   local next = string.format('%d', now)

@@ -92,6 +92,54 @@ describe("RateLimit.middleware keeps requirements and errors", () => {
   })
 })
 
+describe("RateLimit.middleware with several limiters, or a policy per request", () => {
+  it("several limiters: the union of their requirements", () => {
+    const limited = RateLimit.middleware({ limiter: [LOGINS, PER_IP], onStoreFailure: "fail-closed" })(app)
+    expectTypeOf(limited).toEqualTypeOf<
+      HttpApp.Default<Unauthorised | Redis.InvalidInput, Users | Redis.Redis | TBWrite | FWWrite>
+    >()
+  })
+
+  it("choose: the union of every limiter it may choose, with its own services and errors", () => {
+    class NoPlan {
+      readonly _tag = "NoPlan"
+    }
+    const limited = RateLimit.middleware({
+      choose: (request) =>
+        Effect.flatMap(Tenants, (tenants) => tenants.of(request.headers["x-api-key"] ?? "")).pipe(
+          Effect.filterOrFail((tenant) => tenant !== "", () => new NoPlan()),
+          Effect.map((tenant) => ({ limiter: tenant === "big" ? PER_IP : LOGINS, key: tenant }))
+        ),
+      onStoreFailure: "fail-closed"
+    })(hello)
+    expectTypeOf(limited).toEqualTypeOf<
+      HttpApp.Default<NoPlan | Redis.InvalidInput, Tenants | Redis.Redis | TBWrite | FWWrite>
+    >()
+    // A plain choice, in two branches of which one is several limiters.
+    const plain = RateLimit.middleware({
+      choose: (request) =>
+        request.headers["x-paid"] === "1"
+          ? { limiter: [LOGINS, PER_IP] as const, key: "paid" }
+          : { limiter: LOGINS, key: "free" },
+      onStoreFailure: "fail-open"
+    })(hello)
+    expectTypeOf(plain).toEqualTypeOf<HttpApp.Default<Redis.InvalidInput, Redis.Redis | TBWrite | FWWrite>>()
+  })
+
+  it("an empty list, a limiter with choose, or a key with choose does not compile", () => {
+    // @ts-expect-error at least one limiter
+    RateLimit.middleware({ limiter: [], onStoreFailure: "fail-open" })
+    // @ts-expect-error either a limiter or choose
+    RateLimit.middleware({
+      limiter: LOGINS,
+      choose: () => ({ limiter: LOGINS, key: "k" }),
+      onStoreFailure: "fail-open"
+    })
+    // @ts-expect-error choose picks the key
+    RateLimit.middleware({ choose: () => ({ limiter: LOGINS, key: "k" }), key: () => "k", onStoreFailure: "fail-open" })
+  })
+})
+
 describe("the server built with the middleware", () => {
   const limited = RateLimit.middleware({ limiter: LOGINS, onStoreFailure: "fail-closed" })(hello)
   const server = HttpServer.serve(limited).pipe(Layer.provide(NodeHttpServer.layer(() => createServer(), { port: 0 })))

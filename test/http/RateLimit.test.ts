@@ -63,6 +63,23 @@ describe("RateLimit.policy", () => {
     expect(() => RateLimit.fallback({ maxEntries: 0 })).toThrow(RangeError)
     expect(() => RateLimit.middleware({ limiter: { namespace: "x" } as typeof bucket, onStoreFailure: "fail-open" }))
       .toThrow(TypeError)
+    // Several limiters: a non-empty list of distinct ones.
+    expect(() => RateLimit.middleware({ limiter: [] as never, onStoreFailure: "fail-open" })).toThrow(
+      "wakuwaku/http: a list of limiters must not be empty"
+    )
+    const again = TokenBucket.make<string>("x", 9, Rate.perSecond(2))
+    expect(() => RateLimit.middleware({ limiter: [bucket, again], onStoreFailure: "fail-open" })).toThrow(
+      "wakuwaku: TokenBucket(x) is listed twice among the limits of one request (they would share its keys)"
+    )
+    expect(() =>
+      RateLimit.middleware({ limiter: [bucket, { namespace: "y" } as typeof bucket], onStoreFailure: "fail-open" })
+    )
+      .toThrow(TypeError)
+    expect(() => RateLimit.middleware({ choose: "plan" as never, onStoreFailure: "fail-open" })).toThrow(
+      "wakuwaku/http: choose must be a function of the request, got plan"
+    )
+    expect(() => RateLimit.middleware({ choose: () => ({ limiter: bucket, key: "k" }), onStoreFailure: "x" as never }))
+      .toThrow(TypeError)
   })
 })
 

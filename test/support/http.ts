@@ -1,9 +1,13 @@
 /**
- * Real HTTP over loopback sockets for the middleware's tests: `serve` starts a Node server on a free
- * port for the scope, listening on both IPv4 and IPv6, and `get` sends a request with plain `fetch`.
+ * Real HTTP over loopback sockets for the middleware's tests: `serve` (an `HttpApp`) and `serveApi` (an
+ * `HttpApi`) start a Node server on a free port for the scope, listening on both IPv4 and IPv6, and `get`
+ * sends a request with plain `fetch`.
  */
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
+import type * as HttpApi from "@effect/platform/HttpApi"
+import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import type * as HttpApp from "@effect/platform/HttpApp"
+import * as HttpMiddleware from "@effect/platform/HttpMiddleware"
 import * as HttpServer from "@effect/platform/HttpServer"
 import { Context, Effect, Layer, Tracer } from "effect"
 import { createServer } from "node:http"
@@ -19,6 +23,23 @@ export const serve = <E, R>(app: HttpApp.Default<E, R>) =>
   Effect.gen(function*() {
     const context = yield* Layer.build(
       HttpServer.serve(app).pipe(Layer.provideMerge(NodeHttpServer.layer(() => createServer(), { port: 0 })))
+    )
+    const address = Context.get(context, HttpServer.HttpServer).address
+    if (address._tag !== "TcpAddress") return yield* Effect.dieMessage("expected a TCP address")
+    return { v4: `http://127.0.0.1:${address.port}`, v6: `http://[::1]:${address.port}` } satisfies Served
+  })
+
+/**
+ * Serves an `HttpApi` (the layer of `HttpApiBuilder.api(…)`, its handlers and middlewares provided) on a free
+ * port; with `logged`, through `HttpMiddleware.logger`, which logs every response and the cause of a failure.
+ */
+export const serveApi = <E, R>(api: Layer.Layer<HttpApi.Api, E, R>, logged = false) =>
+  Effect.gen(function*() {
+    const context = yield* Layer.build(
+      HttpApiBuilder.serve(logged ? HttpMiddleware.logger : undefined).pipe(
+        Layer.provide(api),
+        Layer.provideMerge(NodeHttpServer.layer(() => createServer(), { port: 0 }))
+      )
     )
     const address = Context.get(context, HttpServer.HttpServer).address
     if (address._tag !== "TcpAddress") return yield* Effect.dieMessage("expected a TCP address")

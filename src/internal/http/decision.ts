@@ -1,8 +1,16 @@
 /**
- * @internal The per-request decision of a rate limit, free of any HTTP server: the limiter, the
- * store-failure policy, the denial memory, the metrics and the IETF fields. Every front end (the
- * `RateLimit` middleware, the proxy's node:http server) keys and costs a request its own way, then asks a
- * {@link Limit} for a {@link Verdict} and renders it.
+ * @internal The per-request decision of a rate limit, free of any HTTP server: the limiter (or several,
+ * decided as one), the store-failure policy, the denial memory, the metrics and the IETF fields. Every
+ * front end (the `RateLimit` middlewares, the proxy's node:http server) keys and costs a request its own
+ * way, then asks a {@link Limit} for a {@link Verdict} and renders it.
+ *
+ * Several limiters are decided all or nothing (../limits.ts). Their verdict names:
+ * - allowed: every policy counts `allowed`; the `RateLimit` item is the most restrictive one, the one
+ *   closest to being exhausted (the least remaining; on a tie, the longest `t`; then the first listed), as
+ *   the draft's example with several windows does;
+ * - denied: only the policies that denied count `denied` and are named in the problem body; `Retry-After` is
+ *   the longest of their retries, and the `RateLimit` item the policy it comes from (`r=0`, `t` = it);
+ * - a cost above a quota (413) names the policies it exceeds, and the smallest of their quotas.
  */
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -12,6 +20,7 @@ import * as Option from "effect/Option"
 import type * as RateLimit from "../../RateLimit.js"
 import * as Redis from "../../Redis.js"
 import type * as TokenBucket from "../../TokenBucket.js"
+import * as limits from "../limits.js"
 import * as memory from "../memory.js"
 import * as denials from "./denials.js"
 import * as fields from "./fields.js"
@@ -78,22 +87,30 @@ export interface Verdict {
   readonly limit: string | undefined
   readonly retryAfter: number | undefined
   readonly body: string | undefined
-  /** The remaining quota of an allowed request. */
+  /** The remaining quota of an allowed request (of the policy in `limit`). */
   readonly remaining: number | undefined
+  /** The policy applied: the one in `limit`, or (a 413, a 503, fail-open) the first concerned. */
+  readonly policy: string
+  /** A 429's or a 413's policies, those that denied. */
+  readonly violated: ReadonlyArray<string>
 }
 
 /** @internal The options a {@link Limit} is made of. */
 export interface LimitOptions<LR> {
-  readonly limiter: RateLimit.Limiter<LR>
+  /** A limiter, or several decided as one (all or nothing). */
+  readonly limiter: RateLimit.Limiter<LR> | ReadonlyArray<RateLimit.Limiter<LR>>
   readonly onStoreFailure: RateLimit.OnStoreFailure
-  /** The most names whose denial is remembered; 0 or none: no memory. */
+  /** The most names whose denial is remembered, per limiter; 0 or none: no memory. */
   readonly rememberDenials?: number | undefined
 }
 
-/** @internal A rate limit made ready for requests. */
+/** @internal A rate limit made ready for requests: one limiter, or several decided as one. */
 export interface Limit<LR> {
+  /** The (first) limiter's policy. */
   readonly policy: fields.Described
-  /** The denial memory, if any. */
+  /** `RateLimit-Policy`: every limiter's item. */
+  readonly field: string
+  /** The (first) limiter's denial memory, if any. */
   readonly denials: denials.Denials | undefined
   /** A remembered denial of `name` at `units`, decided now without the store; undefined if none. */
   readonly recall: (name: string, units: number) => Verdict | undefined
@@ -129,134 +146,315 @@ export const validPolicy = (onStoreFailure: unknown): RateLimit.OnStoreFailure =
   return onStoreFailure
 }
 
-/** @internal Prepares a limit: checks the options (a `TypeError` or `RangeError` now), counters, bodies. */
-export const make = <LR>(options: LimitOptions<LR>): Limit<LR> => {
-  const { limiter } = options
-  const policy = fields.describe(limiter)
-  const onStoreFailure = validPolicy(options.onStoreFailure)
-  const remember = denials.validMaxEntries(options.rememberDenials ?? 0, "wakuwaku/http: rememberDenials")
-  const memo = remember > 0 ? new denials.Denials(remember) : undefined
-  const name = policy.name
-  const mode = onStoreFailure === "fail-open" || onStoreFailure === "fail-closed" ? onStoreFailure : "fallback"
-  const local = isFallback(onStoreFailure) ? memory.make(onStoreFailure.store) : undefined
+/** A limiter made ready: its policy, its metric labels, its denial memory. */
+interface Unit {
+  readonly limiter: RateLimit.Limiter<unknown>
+  readonly policy: fields.Described
+  readonly name: string
+  readonly quoted: string
+  readonly policyLabel: MetricLabel.MetricLabel
+  readonly memo: denials.Denials | undefined
+  readonly count: (decision: RateLimit.Decision) => void
+}
 
+const unit = (limiter: RateLimit.Limiter<unknown>, remember: number): Unit => {
+  const policy = fields.describe(limiter)
+  const name = policy.name
   // One label array per decision, kept: the metric caches its hook by the array's identity, so an update is a
   // lookup, not a new tagged key hashed in the registry per request.
   const policyLabel = MetricLabel.make("policy", name)
   const labels = Object.fromEntries(
     DECISIONS.map((decision) => [decision, [policyLabel, MetricLabel.make("decision", decision)]])
   ) as unknown as Record<RateLimit.Decision, ReadonlyArray<MetricLabel.MetricLabel>>
-  const count = (decision: RateLimit.Decision) => decisions.unsafeUpdate(1, labels[decision])
+  return {
+    limiter,
+    policy,
+    name,
+    quoted: fields.sfString(name),
+    policyLabel,
+    memo: remember > 0 ? new denials.Denials(remember) : undefined,
+    count: (decision) => decisions.unsafeUpdate(1, labels[decision])
+  }
+}
 
-  const quoted = fields.sfString(name)
-  const denied429 = JSON.stringify({
+/** What the limits of one middleware (or proxy) share: the store-failure policy and its fallback store. */
+interface Shared {
+  readonly onStoreFailure: RateLimit.OnStoreFailure
+  readonly mode: "fail-open" | "fail-closed" | "fallback"
+  readonly local: Redis.Service | undefined
+  readonly remember: number
+}
+
+const shared = (options: Omit<LimitOptions<unknown>, "limiter">): Shared => {
+  const onStoreFailure = validPolicy(options.onStoreFailure)
+  return {
+    onStoreFailure,
+    remember: denials.validMaxEntries(options.rememberDenials ?? 0, "wakuwaku/http: rememberDenials"),
+    mode: onStoreFailure === "fail-open" || onStoreFailure === "fail-closed" ? onStoreFailure : "fallback",
+    local: isFallback(onStoreFailure) ? memory.make(onStoreFailure.store) : undefined
+  }
+}
+
+const deniedBody = (names: ReadonlyArray<string>) =>
+  JSON.stringify({ type: QUOTA_EXCEEDED, title: "Too Many Requests", status: 429, "violated-policies": names })
+
+const tooLarge = (units: number, quota: number, names: ReadonlyArray<string>) =>
+  JSON.stringify({
     type: QUOTA_EXCEEDED,
-    title: "Too Many Requests",
-    status: 429,
-    "violated-policies": [name]
+    title: "Request Exceeds the Quota",
+    status: 413,
+    detail: `This request costs ${units} and the policy allows at most ${quota} at once: split it.`,
+    "violated-policies": names
   })
-  const denied = (decision: RateLimit.Decision, seconds: number): Verdict => {
-    count(decision)
-    return {
-      decision,
-      pass: false,
-      status: 429,
-      limit: `${quoted};r=0;t=${seconds}`,
-      retryAfter: seconds,
-      body: denied429,
-      remaining: undefined
-    }
-  }
-  const passing = (decision: RateLimit.Decision, limit: string | undefined, remaining?: number): Verdict => {
-    count(decision)
-    return { decision, pass: true, status: 0, limit, retryAfter: undefined, body: undefined, remaining }
-  }
-  const refused = (decision: RateLimit.Decision, status: number, body: string): Verdict => {
-    count(decision)
-    return { decision, pass: false, status, limit: undefined, retryAfter: undefined, body, remaining: undefined }
-  }
 
-  /** A limiter's admission as a verdict; a store denial is remembered. */
-  const admitted = (
-    admission: TokenBucket.Admission,
-    units: number,
-    viaFallback: boolean,
-    key: string,
-    sentAt: number
-  ): Verdict => {
-    if (admission._tag === "Allowed") {
-      return passing(
-        viaFallback ? "fallback-allowed" : "allowed",
-        `${quoted};r=${admission.remaining};t=${policy.effectiveWindow(admission.remaining)}`,
-        admission.remaining
-      )
-    }
-    if (Option.isNone(admission.retryAfter)) {
-      return refused(
-        viaFallback ? "fallback-unsplittable" : "unsplittable",
-        413,
-        JSON.stringify({
-          type: QUOTA_EXCEEDED,
-          title: "Request Exceeds the Quota",
-          status: 413,
-          detail: `This request costs ${units} and the policy allows at most ${policy.quota} at once: split it.`,
-          "violated-policies": [name]
-        })
-      )
-    }
-    const retryAfter = admission.retryAfter.value
-    if (memo !== undefined && !viaFallback) {
-      memo.remember(key, units, Duration.toMillis(retryAfter), sentAt, denials.now())
-    }
-    return denied(viaFallback ? "fallback-denied" : "denied", fields.ceilSeconds(retryAfter))
-  }
+const verdict = (
+  decision: RateLimit.Decision,
+  pass: boolean,
+  status: number,
+  policy: string,
+  fields: { limit?: string; retryAfter?: number; body?: string; remaining?: number; violated?: ReadonlyArray<string> }
+): Verdict => ({
+  decision,
+  pass,
+  status,
+  limit: fields.limit,
+  retryAfter: fields.retryAfter,
+  body: fields.body,
+  remaining: fields.remaining,
+  policy,
+  violated: fields.violated ?? []
+})
+
+/** The limit of `units` (one or more limiters), with `context`'s store-failure policy. */
+const limitOf = <LR>(units: ReadonlyArray<Unit>, context: Shared): Limit<LR> => {
+  const first = units[0]!
+  const field = units.map((u) => u.policy.field).join(", ")
+  const names = units.map((u) => u.name).join(", ")
+  const { local, mode, onStoreFailure } = context
+  const many = units.length > 1
+  const limiters = units.map((u) => u.limiter) as unknown as ReadonlyArray<limits.AnyLimiter>
 
   /** The store failed: count it, log it, and apply the policy. */
   const onFailure = (
     error: Redis.RedisError,
     key: string,
-    units: number
+    cost: number
   ): Effect.Effect<Verdict, Redis.InvalidInput, LR> => {
-    storeFailures.unsafeUpdate(1, [policyLabel, MetricLabel.make("reason", error.reason)])
+    for (const u of units) storeFailures.unsafeUpdate(1, [u.policyLabel, MetricLabel.make("reason", error.reason)])
     const logged = Effect.logWarning(STORE_FAILED[mode]).pipe(
       Effect.annotateLogs({
-        "ratelimit.policy": name,
+        "ratelimit.policy": names,
         "ratelimit.onStoreFailure": mode,
         "ratelimit.storeError": error.message
       })
     )
     if (local === undefined) {
-      return Effect.as(
+      const decision = onStoreFailure === "fail-open" ? "fail-open" : "fail-closed"
+      return Effect.zipRight(
         logged,
-        onStoreFailure === "fail-open" ? passing("fail-open", undefined) : refused("fail-closed", 503, UNAVAILABLE)
+        Effect.sync(() => {
+          for (const u of units) u.count(decision)
+          return decision === "fail-open"
+            ? verdict("fail-open", true, 0, first.name, {})
+            : verdict("fail-closed", false, 503, first.name, { body: UNAVAILABLE })
+        })
       )
     }
+    const decided = many
+      ? Effect.map(limits.acquire(limiters, key, cost), (outcome) => fromOutcome(outcome, cost, true, key, 0))
+      : Effect.map(first.limiter.acquire(key, cost), (admission) => fromAdmission(admission, cost, true, key, 0))
     return Effect.zipRight(
       logged,
-      limiter.acquire(key, units).pipe(
+      decided.pipe(
         Effect.provideService(Redis.Redis, local),
-        Effect.map((admission) => admitted(admission, units, true, key, 0)),
         // The embedded store does not fail for want of a server; if it ever does, refuse.
-        Effect.catchTag("RedisError", () => Effect.sync(() => refused("fail-closed", 503, UNAVAILABLE)))
-      )
+        Effect.catchTag("RedisError", () =>
+          Effect.sync(() => {
+            for (const u of units) u.count("fail-closed")
+            return verdict("fail-closed", false, 503, first.name, { body: UNAVAILABLE })
+          }))
+      ) as Effect.Effect<Verdict, Redis.InvalidInput, LR>
     )
   }
 
-  return {
-    policy,
-    denials: memo,
-    recall: (key, units) => {
-      if (memo === undefined) return undefined
-      const ms = memo.recall(key, units)
-      return ms === undefined ? undefined : denied("denied", Math.max(1, Math.ceil(ms / 1000)))
-    },
-    decide: (key, units) =>
-      Effect.suspend(() => {
-        const sentAt = memo === undefined ? 0 : denials.now()
-        return limiter.acquire(key, units).pipe(
-          Effect.map((admission) => admitted(admission, units, false, key, sentAt)),
-          Effect.catchTag("RedisError", (error) => onFailure(error, key, units))
-        )
+  /** One limiter's admission as a verdict; a store denial is remembered. */
+  const fromAdmission = (
+    admission: TokenBucket.Admission,
+    cost: number,
+    viaFallback: boolean,
+    key: string,
+    sentAt: number
+  ): Verdict => {
+    if (admission._tag === "Allowed") {
+      const decision = viaFallback ? "fallback-allowed" : "allowed"
+      first.count(decision)
+      return verdict(decision, true, 0, first.name, {
+        limit: `${first.quoted};r=${admission.remaining};t=${first.policy.effectiveWindow(admission.remaining)}`,
+        remaining: admission.remaining
       })
+    }
+    if (Option.isNone(admission.retryAfter)) {
+      const decision = viaFallback ? "fallback-unsplittable" : "unsplittable"
+      first.count(decision)
+      return verdict(decision, false, 413, first.name, {
+        body: tooLarge(cost, first.policy.quota, [first.name]),
+        violated: [first.name]
+      })
+    }
+    const retryAfter = admission.retryAfter.value
+    if (first.memo !== undefined && !viaFallback) {
+      first.memo.remember(key, cost, Duration.toMillis(retryAfter), sentAt, denials.now())
+    }
+    return denied([first], [fields.ceilSeconds(retryAfter)], viaFallback ? "fallback-denied" : "denied")
+  }
+
+  /** A 429 of the policies `by`, with their retries in whole seconds: the longest names the `RateLimit` item. */
+  const denied = (by: ReadonlyArray<Unit>, seconds: ReadonlyArray<number>, decision: RateLimit.Decision) => {
+    let longest = 0
+    for (let i = 1; i < by.length; i++) if (seconds[i]! > seconds[longest]!) longest = i
+    const applied = by[longest]!
+    for (const u of by) u.count(decision)
+    const violated = by.length === 1 ? [applied.name] : by.map((u) => u.name)
+    return verdict(decision, false, 429, applied.name, {
+      limit: `${applied.quoted};r=0;t=${seconds[longest]!}`,
+      retryAfter: seconds[longest]!,
+      body: by.length === 1 && applied === first ? firstDenied : deniedBody(violated),
+      violated
+    })
+  }
+  const firstDenied = deniedBody([first.name])
+
+  /** Several limiters' outcome as one verdict (see the module doc); the store's denials are remembered. */
+  const fromOutcome = (
+    outcome: limits.Outcome,
+    cost: number,
+    viaFallback: boolean,
+    key: string,
+    sentAt: number
+  ): Verdict => {
+    const { admissions } = outcome
+    if (outcome.allowed) {
+      // The most restrictive: the least remaining, then the longest t, then the first.
+      let best = 0
+      let bestT = -1
+      let bestR = Infinity
+      admissions.forEach((admission, i) => {
+        const r = (admission as Extract<TokenBucket.Admission, { _tag: "Allowed" }>).remaining
+        const t = units[i]!.policy.effectiveWindow(r)
+        if (r < bestR || (r === bestR && t > bestT)) [best, bestR, bestT] = [i, r, t]
+      })
+      const decision = viaFallback ? "fallback-allowed" : "allowed"
+      for (const u of units) u.count(decision)
+      return verdict(decision, true, 0, units[best]!.name, {
+        limit: `${units[best]!.quoted};r=${bestR};t=${bestT}`,
+        remaining: bestR
+      })
+    }
+    const never = units.filter((_, i) => {
+      const a = admissions[i]!
+      return a._tag === "Denied" && Option.isNone(a.retryAfter)
+    })
+    if (never.length > 0) {
+      const decision = viaFallback ? "fallback-unsplittable" : "unsplittable"
+      for (const u of never) u.count(decision)
+      const violated = never.map((u) => u.name)
+      return verdict(decision, false, 413, never[0]!.name, {
+        body: tooLarge(cost, Math.min(...never.map((u) => u.policy.quota)), violated),
+        violated
+      })
+    }
+    const by: Array<Unit> = []
+    const seconds: Array<number> = []
+    const receivedAt = viaFallback ? 0 : denials.now()
+    admissions.forEach((admission, i) => {
+      if (admission._tag === "Allowed" || Option.isNone(admission.retryAfter)) return
+      const u = units[i]!
+      by.push(u)
+      seconds.push(fields.ceilSeconds(admission.retryAfter.value))
+      if (u.memo !== undefined && !viaFallback) {
+        u.memo.remember(key, cost, Duration.toMillis(admission.retryAfter.value), sentAt, receivedAt)
+      }
+    })
+    return denied(by, seconds, viaFallback ? "fallback-denied" : "denied")
+  }
+
+  const remembering = units.some((u) => u.memo !== undefined)
+
+  return {
+    policy: first.policy,
+    field,
+    denials: first.memo,
+    recall: (key, cost) => {
+      if (!remembering) return undefined
+      let by: Array<Unit> | undefined
+      let seconds: Array<number> | undefined
+      for (const u of units) {
+        const ms = u.memo?.recall(key, cost)
+        if (ms === undefined) continue
+        ;(by ??= []).push(u)
+        ;(seconds ??= []).push(Math.max(1, Math.ceil(ms / 1000)))
+      }
+      return by === undefined ? undefined : denied(by, seconds!, "denied")
+    },
+    decide: many
+      ? (key, cost) =>
+        Effect.suspend(() => {
+          const sentAt = remembering ? denials.now() : 0
+          return limits.acquire(limiters, key, cost).pipe(
+            Effect.map((outcome) => fromOutcome(outcome, cost, false, key, sentAt)),
+            Effect.catchTag("RedisError", (error) => onFailure(error, key, cost))
+          ) as Effect.Effect<Verdict, Redis.InvalidInput, LR>
+        })
+      : (key, cost) =>
+        Effect.suspend(() => {
+          const sentAt = remembering ? denials.now() : 0
+          return first.limiter.acquire(key, cost).pipe(
+            Effect.map((admission) => fromAdmission(admission, cost, false, key, sentAt)),
+            Effect.catchTag("RedisError", (error) => onFailure(error, key, cost))
+          ) as Effect.Effect<Verdict, Redis.InvalidInput, LR>
+        })
+  }
+}
+
+/** The limiters of `limiter`: one, or a non-empty list of distinct ones (else a `TypeError`). */
+const listOf = <LR>(
+  limiter: RateLimit.Limiter<LR> | ReadonlyArray<RateLimit.Limiter<LR>>
+): ReadonlyArray<RateLimit.Limiter<LR>> => {
+  if (!Array.isArray(limiter)) return [limiter as RateLimit.Limiter<LR>]
+  if (limiter.length === 0) throw new TypeError("wakuwaku/http: a list of limiters must not be empty")
+  for (const l of limiter) fields.describe(l)
+  const twice = limits.checkGroup(limiter as unknown as ReadonlyArray<limits.AnyLimiter>)
+  if (twice !== undefined) throw new TypeError(twice)
+  return limiter
+}
+
+/** @internal Prepares a limit: checks the options (a `TypeError` or `RangeError` now), counters, bodies. */
+export const make = <LR>(options: LimitOptions<LR>): Limit<LR> => {
+  const context = shared(options)
+  return limitOf(listOf(options.limiter).map((l) => unit(l, context.remember)), context)
+}
+
+/**
+ * @internal The limits of a middleware whose limiter is chosen per request: the store-failure policy checked
+ * now; each limiter made ready once, when first chosen, and kept while it is (a weak map: a limiter made per
+ * request costs its preparation each time, and its denial memory lasts as long as it does); a list chosen
+ * again (the same array) is the same limit.
+ */
+export const registry = (options: Omit<LimitOptions<unknown>, "limiter">) => {
+  const context = shared(options)
+  const units = new WeakMap<object, Unit>()
+  const lists = new WeakMap<object, Limit<unknown>>()
+  const unitOf = (limiter: RateLimit.Limiter<unknown>) => {
+    let found = units.get(limiter)
+    if (found === undefined) units.set(limiter, found = unit(limiter, context.remember))
+    return found
+  }
+  return <LR>(limiter: RateLimit.Limiter<LR> | ReadonlyArray<RateLimit.Limiter<LR>>): Limit<LR> => {
+    if (typeof limiter !== "object" || limiter === null) {
+      throw new TypeError(`wakuwaku/http: a policy chose no limiter, got ${String(limiter)}`)
+    }
+    let found = lists.get(limiter)
+    if (found === undefined) lists.set(limiter, found = limitOf(listOf(limiter).map(unitOf), context))
+    return found as Limit<LR>
   }
 }

@@ -1,9 +1,15 @@
-/** @internal The middleware: key and cost a request, ask the {@link decision.Limit}, render its verdict. */
+/**
+ * @internal The middlewares: key and cost a request (or let `choose` pick its limiter and key), ask the
+ * {@link decision.Limit}, render its verdict: on an `HttpApp` ({@link middleware}), or as an `HttpApi`
+ * middleware ({@link apiMiddleware}).
+ */
 import * as HttpApp from "@effect/platform/HttpApp"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
 import type * as Tracer from "effect/Tracer"
 import type * as ClientIp from "../../ClientIp.js"
 import type * as RateLimit from "../../RateLimit.js"
@@ -35,9 +41,9 @@ export const header = <E = never, R = never>(
 }
 
 /** Sets a verdict's attributes on the span, if there is one (a server with its tracer disabled has none). */
-const annotate = (span: Tracer.AnySpan | undefined, policy: string, verdict: decision.Verdict, units: number) => {
+const annotate = (span: Tracer.AnySpan | undefined, verdict: decision.Verdict, units: number) => {
   if (span === undefined || span._tag !== "Span") return
-  span.attribute("ratelimit.policy", policy)
+  span.attribute("ratelimit.policy", verdict.policy)
   span.attribute("ratelimit.decision", verdict.decision)
   span.attribute("ratelimit.cost", units)
   if (verdict.remaining !== undefined) span.attribute("ratelimit.remaining", verdict.remaining)
@@ -47,68 +53,116 @@ const annotate = (span: Tracer.AnySpan | undefined, policy: string, verdict: dec
 const evaluate = <A, E, R>(value: A | Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
   Effect.isEffect(value) ? value : Effect.succeed(value)
 
-/** @internal */
-export const middleware = <LR, KE, KR, CE, CR>(options: RateLimit.Options<LR, KE, KR, CE, CR>) => {
-  const limit = decision.make(options)
-  const { policy } = limit
-  const key: RateLimit.Key<KE, KR> = options.key ?? clientIpKey()
-  const cost = options.cost
+/** What a request was decided: the limit asked (its `field` is `RateLimit-Policy`), the verdict, the cost. */
+interface Decided {
+  readonly field: string
+  readonly verdict: decision.Verdict
+  readonly units: number
+}
 
-  // Two setHeader calls, not setHeaders: its copy through Object.entries costs about 10 times as much.
-  const withFields = (response: HttpServerResponse.HttpServerResponse, item: string | undefined) => {
-    const policed = HttpServerResponse.setHeader(
-      response,
-      "ratelimit-policy",
-      fields.appendItem(response.headers["ratelimit-policy"], policy.field)
-    )
-    return item === undefined
-      ? policed
-      : HttpServerResponse.setHeader(policed, "ratelimit", fields.appendItem(response.headers["ratelimit"], item))
+type AnyOptions =
+  | RateLimit.Options<RateLimit.Limiters, unknown, unknown, unknown, unknown>
+  | RateLimit.ChooseOptions<RateLimit.Choice | Effect.Effect<RateLimit.Choice, unknown, unknown>, unknown, unknown>
+
+/**
+ * The decision of a request, from the options (checked now: a `TypeError` or a `RangeError`): the static
+ * limiter(s) and key, or what `choose` picks. Reads the request and the span from the fiber; plain keys and
+ * costs need no Effect, and a denial remembered needs no store.
+ */
+const decider = (options: AnyOptions) => {
+  const cost = options.cost
+  const decideWith = (limit: decision.Limit<unknown>, name: string, units: number) => {
+    const remembered = limit.recall(name, units)
+    return remembered !== undefined
+      ? Effect.succeed<Decided>({ field: limit.field, verdict: remembered, units })
+      : Effect.map(limit.decide(name, units), (verdict): Decided => ({ field: limit.field, verdict, units }))
   }
 
-  const refusal = (verdict: decision.Verdict) =>
-    withFields(
-      HttpServerResponse.text(verdict.body ?? "", {
-        status: verdict.status,
-        contentType: decision.PROBLEM_JSON,
-        headers: verdict.retryAfter === undefined ? {} : { "retry-after": String(verdict.retryAfter) }
-      }),
-      verdict.limit
-    )
+  if (options.choose === undefined) {
+    const limit = decision.make(options as decision.LimitOptions<unknown>)
+    const key: RateLimit.Key<unknown, unknown> = options.key ?? clientIpKey()
+    return (request: HttpServerRequest.HttpServerRequest): Effect.Effect<Decided, unknown, unknown> => {
+      const name = key(request)
+      const units = cost === undefined ? 1 : cost(request)
+      if (!Effect.isEffect(name) && !Effect.isEffect(units)) return decideWith(limit, name, units)
+      return Effect.flatMap(
+        Effect.zip(evaluate(name), evaluate(units)),
+        ([name, units]) => decideWith(limit, name, units)
+      )
+    }
+  }
 
-  return <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E | KE | CE | Redis.InvalidInput, R | LR | KR | CR> => {
+  const limitOf = decision.registry(options)
+  const choose = options.choose as (request: HttpServerRequest.HttpServerRequest) => unknown
+  if (typeof choose !== "function") {
+    throw new TypeError(`wakuwaku/http: choose must be a function of the request, got ${String(choose)}`)
+  }
+  return (request: HttpServerRequest.HttpServerRequest): Effect.Effect<Decided, unknown, unknown> => {
+    const chosen = choose(request) as RateLimit.Choice | Effect.Effect<RateLimit.Choice, unknown, unknown>
+    const units = cost === undefined ? 1 : cost(request)
+    return Effect.flatMap(
+      Effect.zip(evaluate(chosen), evaluate(units)),
+      ([choice, units]) => decideWith(limitOf(choice.limiter), choice.key, units)
+    )
+  }
+}
+
+const refusal = (field: string, verdict: decision.Verdict) =>
+  HttpServerResponse.text(verdict.body ?? "", {
+    status: verdict.status,
+    contentType: decision.PROBLEM_JSON,
+    headers: {
+      "ratelimit-policy": field,
+      ...(verdict.limit === undefined ? {} : { "ratelimit": verdict.limit }),
+      ...(verdict.retryAfter === undefined ? {} : { "retry-after": String(verdict.retryAfter) })
+    }
+  })
+
+/** `response` with the fields appended to those it has (of other policies), and `Retry-After` if given. */
+const withFields = (
+  response: HttpServerResponse.HttpServerResponse,
+  field: string,
+  item: string | undefined,
+  retryAfter?: number
+) => {
+  // setHeader per field, not setHeaders: its copy through Object.entries costs about 10 times as much.
+  const policed = HttpServerResponse.setHeader(
+    response,
+    "ratelimit-policy",
+    fields.appendItem(response.headers["ratelimit-policy"], field)
+  )
+  if (item === undefined) return policed
+  const limited = HttpServerResponse.setHeader(
+    policed,
+    "ratelimit",
+    fields.appendItem(response.headers["ratelimit"], item)
+  )
+  return retryAfter === undefined ? limited : HttpServerResponse.setHeader(limited, "retry-after", String(retryAfter))
+}
+
+/** @internal */
+export const middleware = (options: AnyOptions) => {
+  const decide = decider(options)
+  return <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<unknown, unknown> => {
     /** Runs the app and puts the fields on its response, or on the error response the server makes of its failure. */
-    const pass = (item: string | undefined) =>
+    const pass = (field: string, item: string | undefined) =>
       Effect.map(
         Effect.tapErrorCause(
           app,
-          () => HttpApp.appendPreResponseHandler((_request, response) => Effect.succeed(withFields(response, item)))
+          () =>
+            HttpApp.appendPreResponseHandler((_request, response) => Effect.succeed(withFields(response, field, item)))
         ),
-        (response) => withFields(response, item)
+        (response) => withFields(response, field, item)
       )
-
-    const respond = (span: Tracer.AnySpan | undefined, verdict: decision.Verdict, units: number) => {
-      annotate(span, policy.name, verdict, units)
-      return verdict.pass ? pass(verdict.limit) : Effect.succeed(refusal(verdict))
+    const respond = (span: Tracer.AnySpan | undefined, { field, units, verdict }: Decided) => {
+      annotate(span, verdict, units)
+      return verdict.pass ? pass(field, verdict.limit) : Effect.succeed(refusal(field, verdict))
     }
-    const decide = (span: Tracer.AnySpan | undefined, name: string, units: number) => {
-      const remembered = limit.recall(name, units)
-      return remembered !== undefined
-        ? respond(span, remembered, units)
-        : Effect.flatMap(limit.decide(name, units), (verdict) => respond(span, verdict, units))
-    }
-
-    // One step reads the request and the span from the fiber; plain keys and costs need no more.
+    // One step reads the request and the span from the fiber.
     return Effect.withFiberRuntime((fiber) => {
       const request = Context.unsafeGet(fiber.currentContext, HttpServerRequest.HttpServerRequest)
       const span = fiber.currentSpan
-      const name = key(request)
-      const units = cost === undefined ? 1 : cost(request)
-      if (!Effect.isEffect(name) && !Effect.isEffect(units)) return decide(span, name, units)
-      return Effect.flatMap(
-        Effect.zip(evaluate(name), evaluate(units)),
-        ([name, units]) => decide(span, name, units)
-      )
+      return Effect.flatMap(decide(request), (decided) => respond(span, decided))
     })
   }
 }
@@ -117,12 +171,87 @@ export const middleware = <LR, KE, KR, CE, CR>(options: RateLimit.Options<LR, KE
  * @internal {@link middleware}, dual: `(app, options)`, or `(options)` giving the middleware. Not `Function.dual`,
  * whose data-last form would check the options only when applied: here they are checked when it is made.
  */
-export const dualMiddleware = (
-  ...args: [RateLimit.Options<unknown, unknown, unknown, unknown, unknown>] | [
-    HttpApp.Default<unknown, unknown>,
-    RateLimit.Options<unknown, unknown, unknown, unknown, unknown>
-  ]
-) =>
-  Effect.isEffect(args[0])
-    ? middleware(args[1]!)(args[0])
-    : middleware(args[0] as RateLimit.Options<unknown, unknown, unknown, unknown, unknown>)
+export const dualMiddleware = (...args: [AnyOptions] | [HttpApp.Default<unknown, unknown>, AnyOptions]) =>
+  Effect.isEffect(args[0]) ? middleware(args[1]!)(args[0]) : middleware(args[0] as AnyOptions)
+
+const isInvalidInput = (u: unknown): u is Redis.InvalidInput =>
+  typeof u === "object" && u !== null && (u as { readonly _tag?: unknown })._tag === "InvalidInput"
+
+const badRequest = (error: Redis.InvalidInput) =>
+  HttpServerResponse.text(
+    JSON.stringify({ type: "about:blank", title: "Bad Request", status: 400, detail: error.message }),
+    { status: 400, contentType: decision.PROBLEM_JSON }
+  )
+
+/**
+ * @internal The `HttpApi` middleware of `tag`: allowed, the fields go on the response (a pre-response
+ * handler); denied, they do too, with `Retry-After`, and the request fails with `RateLimitExceeded`, which
+ * the API encodes as its 429; a 413 or a 503 (fail-closed) is answered as the plain middleware answers it,
+ * and a key the store will not take (or a bad cost) with a 400 problem, as the proxy does (responses the
+ * server sends as they are: the API's schema does not describe them). The layer captures the
+ * limiters' context when built; services listed in `fromRequest` are read from the request's context, where
+ * a middleware that ran before provided them.
+ */
+export const apiMiddleware = (
+  tag: Context.Tag<unknown, unknown>,
+  options: AnyOptions & { readonly fromRequest?: ReadonlyArray<Context.Tag<unknown, unknown>> | undefined },
+  RateLimitExceeded: new(args: {
+    readonly policy: string
+    readonly retryAfter: Duration.Duration
+    readonly violatedPolicies: ReadonlyArray<string>
+  }) => unknown
+): Layer.Layer<unknown, never, unknown> => {
+  const decide = decider(options)
+  const fromRequest = options.fromRequest ?? []
+  const label = `RateLimit.apiMiddleware(${tag.key})`
+  const missing = (service: Context.Tag<unknown, unknown>) =>
+    `${label}: ${service.key}, which the key, the cost or choose reads from the request, is not there. The HttpApi middleware ` +
+    `that provides it must run first: declare it after ${tag.key} (\`.middleware(${tag.key}).middleware(…)\`), ` +
+    `as @effect/platform runs the middleware declared last first.`
+
+  const render = (span: Tracer.AnySpan | undefined, { field, units, verdict }: Decided) => {
+    annotate(span, verdict, units)
+    if (verdict.pass) {
+      return HttpApp.appendPreResponseHandler((_request, response) =>
+        Effect.succeed(withFields(response, field, verdict.limit))
+      )
+    }
+    if (verdict.status !== 429) return Effect.die(refusal(field, verdict))
+    return Effect.zipRight(
+      HttpApp.appendPreResponseHandler((_request, response) =>
+        Effect.succeed(withFields(response, field, verdict.limit, verdict.retryAfter))
+      ),
+      Effect.fail(
+        new RateLimitExceeded({
+          policy: verdict.policy,
+          retryAfter: Duration.seconds(verdict.retryAfter!),
+          violatedPolicies: verdict.violated
+        })
+      )
+    )
+  }
+
+  return Layer.effect(
+    tag,
+    Effect.map(Effect.context<unknown>(), (built) =>
+      Effect.withFiberRuntime<void, unknown, unknown>((fiber) => {
+        const context = fiber.currentContext
+        for (const service of fromRequest) {
+          if (!context.unsafeMap.has(service.key)) return Effect.dieMessage(missing(service))
+        }
+        const request = Context.unsafeGet(context, HttpServerRequest.HttpServerRequest)
+        const span = fiber.currentSpan
+        return Effect.flatMap(
+          Effect.catchAll(decide(request), (error) =>
+            // A name the store will not take (a key over 4096 bytes, from a header) or a bad cost: the
+            // client's 400, as the proxy answers it. Anything else (a key, a cost or a choice typed never
+            // fails otherwise): a defect, a 500.
+            Effect.die(isInvalidInput(error) ? badRequest(error) : error)),
+          (decided) => render(span, decided)
+        ).pipe(
+          // The limiters' services are the layer's: they win over any the request carries.
+          Effect.provide(built)
+        )
+      }))
+  )
+}

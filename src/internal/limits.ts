@@ -1,0 +1,401 @@
+/**
+ * @internal Several limiters decided as one, all or nothing: a request that any of them denies spends from
+ * none. Token buckets and fixed windows mix freely; every one is asked for the same name and cost.
+ *
+ * - **One script** (`Limits.acquire`, see {@link scripts}) reads `TIME` once, checks every limiter with the
+ *   condition of its own acquire, and then either takes from every one (by its own acquire) or from none.
+ *   The arithmetic is each structure's own: a structure registers its family ({@link Family}). On one
+ *   Redis, and on a Cluster when the keys share a hash slot, that is atomic: nobody sees a limiter spent
+ *   and another not.
+ * - **A Cluster, keys in several slots**: one script cannot touch them (`CROSSSLOT`). The limiters are
+ *   decided per slot, all slots at once, each slot's group atomically; if any group denies, the groups
+ *   that allowed are refunded (`Limits.refund`). Between a group's spend and its refund (one round trip),
+ *   a concurrent request sees that group's limiters spent: it may be denied, or told a lower `remaining`,
+ *   where the final state would have allowed it. It is never allowed beyond any limiter's own limit, and
+ *   when the refunds have landed, each limiter holds what it would hold had the request never come (a
+ *   bucket's refill meanwhile included; a window that ended meanwhile has nothing to give back). A refund
+ *   that fails (the store is down) is lost: those units come back with the refill or the window's end.
+ *   The first cross-slot call on a cluster learns it is one from its `CROSSSLOT` (which spent nothing);
+ *   later ones split at once.
+ */
+import keySlot from "cluster-key-slot"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Option from "effect/Option"
+import * as Admission_ from "../Admission.js"
+import type * as Capability from "../Capability.js"
+import * as Redis from "../Redis.js"
+import type * as Script from "../Script.js"
+import type * as limiter from "./limiter.js"
+import { NOW_US } from "./lua.js"
+import * as access from "./redis.js"
+import { defineOver } from "./script.js"
+
+const { Allowed, Denied } = Admission_.Admission
+
+/** @internal A limiter as the group sees it: a `TokenBucket` or a `FixedWindow` keyed by strings. */
+export type AnyLimiter = limiter.Limiter<string, Capability.AnyEntity>
+
+/**
+ * @internal A kind of limiter that can be decided in a group: the structure registers it ({@link register}),
+ * so that the group knows nothing of any structure's arithmetic.
+ *
+ * - `lua` runs in a block of its own, after `now` is set (server time, µs) and a table `families` is
+ *   declared. It defines its functions and ends with `families['<letter>'] = {parse, fits, take, left,
+ *   start, refund}`: `parse(s)` its parameters (the limiter's `shape`); `fits(key, p, cost)` whether its
+ *   own acquire would allow `cost` now; `take(key, p, cost)` its own acquire (allowed, ms, remaining);
+ *   `left(key, p)` the whole units it holds now; `start(p)` the window spent from (µs; 0 when none);
+ *   `refund(key, p, cost, start)` gives `cost` back to what `take` spent at `start`.
+ * - `twin` does the same on the embedded keyspace.
+ */
+export interface Family<P = unknown> {
+  /** The structure's kind, as its limiters' `kind` says. */
+  readonly kind: string
+  /** The letter of its specs in the group's ARGV. */
+  readonly letter: string
+  readonly lua: string
+  readonly twin: {
+    readonly parse: (s: string) => P
+    readonly fits: (db: Script.Keyspace, key: string, p: P, cost: number) => boolean
+    readonly take: (db: Script.Keyspace, key: string, p: P, cost: number) => ReadonlyArray<number>
+    readonly left: (db: Script.Keyspace, key: string, p: P) => number
+    readonly start: (db: Script.Keyspace, p: P) => number
+    readonly refund: (db: Script.Keyspace, key: string, p: P, cost: number, start: number) => void
+  }
+}
+
+const families: Array<Family> = []
+
+/** @internal Registers a kind of limiter; the group's scripts take every kind registered before they are made. */
+export const register = <P>(family: Family<P>): void => {
+  if (made !== undefined) throw new Error(`wakuwaku: ${family.kind} registered after the group scripts were made`)
+  families.push(family as unknown as Family)
+  // One order whatever the order of loading: the scripts' text (and SHA1) is the same in every process.
+  families.sort((a, b) => (a.letter < b.letter ? -1 : 1))
+}
+
+const familyOf = (letter: string): Family => {
+  const family = families.find((f) => f.letter === letter)
+  if (family === undefined) throw new Error(`ERR no limiter family ${JSON.stringify(letter)}`)
+  return family
+}
+
+/** The families' blocks, after one `TIME`. */
+const prelude = () =>
+  `${NOW_US}local families = {}
+${
+    families.map((f) =>
+      `do
+${f.lua}end
+`
+    ).join("")
+  }`
+
+const parseSpec = (spec: string) => {
+  const family = familyOf(spec[0] ?? "")
+  return { family, params: family.twin.parse(spec.slice(2)) }
+}
+
+interface Scripts {
+  readonly acquire: Script.Script<Outcome>
+  readonly refund: Script.Script<number>
+}
+
+let made: Scripts | undefined
+
+/**
+ * @internal The group's two scripts, made (and registered) the first time they are asked for, from the
+ * families registered by then (the structures' modules register theirs when they load).
+ *
+ * - `Limits.acquire` decides several limiters as one: takes `cost` from every one if every one allows it,
+ *   else from none. KEYS one per limiter; ARGV[1] the cost (whole units), then one spec per limiter (its
+ *   family's letter, a space, its parameters). Returns {all, then per limiter allowed, ms, remaining,
+ *   start}: all 1 when every one allowed and each was spent from (its own acquire's reply); else all 0 and
+ *   nothing spent: a limiter that denies replies as its own acquire does (allowed 0, ms until it would
+ *   allow, -1 never; a bucket stores its refilled level, as a denial does), one that would allow replies
+ *   allowed 1, ms 0, remaining what it holds now. start: the window spent from (µs), 0 for a bucket.
+ * - `Limits.refund` gives `cost` back to limiters that `Limits.acquire` spent from (the allowed groups of
+ *   a decision another slot's group denied). KEYS one per limiter; ARGV[1] the cost, then per limiter its
+ *   spec and the start `Limits.acquire` replied. Returns the number of limiters.
+ */
+export const scripts = (): Scripts => {
+  if (made !== undefined) return made
+  const acquire = defineOver({
+    name: "Limits.acquire",
+    keys: 1,
+    shared: 1,
+    lua: `${prelude()}local cost = tonumber(ARGV[1])
+local found, all = {}, 1
+for i = 1, #KEYS do
+  local spec = ARGV[i + 1]
+  local family = families[string.sub(spec, 1, 1)]
+  local params = family.parse(string.sub(spec, 3))
+  local ok = family.fits(KEYS[i], params, cost)
+  found[i] = {family, params, ok}
+  if not ok then all = 0 end
+end
+local reply = {all}
+for i = 1, #KEYS do
+  local family, params, ok = found[i][1], found[i][2], found[i][3]
+  local allowed, ms, remaining
+  if all == 1 or not ok then
+    allowed, ms, remaining = family.take(KEYS[i], params, cost)
+  else
+    allowed, ms, remaining = 1, 0, family.left(KEYS[i], params)
+  end
+  table.insert(reply, allowed)
+  table.insert(reply, ms)
+  table.insert(reply, remaining)
+  table.insert(reply, family.start(params))
+end
+return reply
+`,
+    twin: (db, keys, argv) => {
+      const cost = Number(argv[0])
+      const found = keys.map((key, i) => {
+        const { family, params } = parseSpec(argv[i + 1]!)
+        return { family, params, ok: family.twin.fits(db, key, params, cost) }
+      })
+      const all = found.every((f) => f.ok) ? 1 : 0
+      const reply: Array<number> = [all]
+      found.forEach(({ family, ok, params }, i) => {
+        const key = keys[i]!
+        const item = all === 1 || !ok
+          ? family.twin.take(db, key, params, cost)
+          : [1, 0, family.twin.left(db, key, params)]
+        reply.push(...item, family.twin.start(db, params))
+      })
+      return reply
+    },
+    decode: decodeOutcome
+  })
+  const refund = defineOver({
+    name: "Limits.refund",
+    keys: 1,
+    shared: 1,
+    lua: `${prelude()}local cost = tonumber(ARGV[1])
+for i = 1, #KEYS do
+  local spec = ARGV[2 * i]
+  local family = families[string.sub(spec, 1, 1)]
+  family.refund(KEYS[i], family.parse(string.sub(spec, 3)), cost, tonumber(ARGV[2 * i + 1]))
+end
+return #KEYS
+`,
+    twin: (db, keys, argv) => {
+      const cost = Number(argv[0])
+      keys.forEach((key, i) => {
+        const { family, params } = parseSpec(argv[2 * i + 1]!)
+        family.twin.refund(db, key, params, cost, Number(argv[2 * i + 2]))
+      })
+      return keys.length
+    },
+    decode: (reply) => typeof reply === "number" ? Either.right(reply) : Either.left("the number of limiters")
+  })
+  return made = { acquire, refund }
+}
+
+/** @internal What a group decided: every limiter's own verdict, and whether the request was spent from all. */
+export interface Outcome {
+  /** Every limiter allowed, and each was spent from; otherwise none was. */
+  readonly allowed: boolean
+  /**
+   * Each limiter's own verdict, in order: `Denied` with its retry (None: never), or `Allowed` with what it
+   * has left (after the spend when `allowed`; what it holds now, nothing spent, otherwise).
+   */
+  readonly admissions: ReadonlyArray<Admission_.Admission>
+  /** Each fixed window's window start (server µs), 0 for a bucket: what a refund gives back to. */
+  readonly starts: ReadonlyArray<number>
+}
+
+const isInt = (u: unknown): u is number => typeof u === "number" && Number.isSafeInteger(u)
+
+const decodeOutcome = (reply: unknown): Either.Either<Outcome, string> => {
+  const expected = "{all, then allowed, ms, remaining, start per limiter}"
+  if (!Array.isArray(reply) || reply.length < 5 || (reply.length - 1) % 4 !== 0 || !reply.every(isInt)) {
+    return Either.left(expected)
+  }
+  const values = reply as ReadonlyArray<number>
+  const admissions: Array<Admission_.Admission> = []
+  const starts: Array<number> = []
+  for (let i = 1; i < values.length; i += 4) {
+    const [allowed, ms, remaining, start] = [values[i]!, values[i + 1]!, values[i + 2]!, values[i + 3]!]
+    admissions.push(
+      allowed === 1
+        ? Allowed({ remaining })
+        : Denied({ retryAfter: ms < 0 ? Option.none() : Option.some(Duration.millis(ms)) })
+    )
+    starts.push(start)
+  }
+  return Either.right({ allowed: values[0] === 1, admissions, starts })
+}
+
+/** Services (clients) found to be a Cluster by a `CROSSSLOT` reply: their cross-slot groups split at once. */
+const clusters = new WeakSet<Redis.Service>()
+
+const isCrossSlot = (error: Redis.RedisError): boolean => {
+  const cause = error.cause as { readonly message?: unknown } | undefined
+  return typeof cause?.message === "string" && cause.message.startsWith("CROSSSLOT")
+}
+
+/** @internal The spec of a limiter, as `Limits.acquire` takes it: its family's letter and its parameters. */
+export const specOfLimiter = (limiter: AnyLimiter): string => {
+  const family = families.find((f) => f.kind === limiter.kind)
+  if (family === undefined) throw new TypeError(`wakuwaku: ${limiter.label} cannot be decided in a group`)
+  return `${family.letter} ${limiter.shape}`
+}
+
+/** @internal Why a group cannot be decided as one (a `TypeError` now), or undefined: no two limiters share a key. */
+export const checkGroup = (limiters: ReadonlyArray<AnyLimiter>): string | undefined => {
+  const seen = new Set<string>()
+  for (const limiter of limiters) {
+    if (seen.has(limiter.label)) {
+      return `wakuwaku: ${limiter.label} is listed twice among the limits of one request (they would share its keys)`
+    }
+    seen.add(limiter.label)
+  }
+  return undefined
+}
+
+/**
+ * @internal Asks every limiter for `cost` on `name`, all or nothing (see the module doc). Fails with
+ * `InvalidInput` for a cost that is not a non-negative safe integer or a name the limiters cannot key,
+ * before anything is sent; with `RedisError` when the store fails (any group that had spent is refunded
+ * first). Needs the right to write every limiter's entity.
+ */
+export const acquire = (
+  limiters: ReadonlyArray<AnyLimiter>,
+  name: string,
+  cost: number
+): Effect.Effect<Outcome, Redis.RedisError | Redis.InvalidInput, Redis.Redis> => {
+  const operation = `${limiters.map((l) => l.label).join(" + ")}.acquire`
+  if (!isInt(cost) || cost < 0) {
+    return Effect.fail(
+      new Redis.InvalidInput({
+        operation,
+        argument: "cost",
+        message: `cost must be a non-negative safe integer, got ${String(cost)}`
+      })
+    )
+  }
+  const keys: Array<string> = []
+  for (const limiter of limiters) {
+    const key = limiter.keyOf("acquire", name)
+    if (typeof key !== "string") return Effect.fail(key)
+    keys.push(key)
+  }
+  const specs = limiters.map(specOfLimiter)
+  const units = String(cost)
+  const decide = (redis: Redis.Service): Effect.Effect<Outcome, Redis.RedisError> =>
+    clusters.has(redis)
+      ? split(redis, keys, specs, units)
+      : Effect.catchIf(
+        redis.script(scripts().acquire, keys, [units, ...specs]),
+        isCrossSlot,
+        () =>
+          Effect.suspend(() => {
+            clusters.add(redis)
+            return split(redis, keys, specs, units)
+          })
+      )
+  // The right to write each limiter's entity, checked before the call.
+  const entities = [...new Map(limiters.map((l) => [l.entity.kind, l.entity])).values()]
+  return withWrites(entities, decide)
+}
+
+const withWrites = <A, E>(
+  entities: ReadonlyArray<Capability.AnyEntity>,
+  f: (redis: Redis.Service) => Effect.Effect<A, E>
+): Effect.Effect<A, E, Redis.Redis> => {
+  const [first, ...rest] = entities
+  // Inside `access.write` the context holds the service: the inner checks need nothing more.
+  const inner = rest.length === 0 ? f : () => withWrites(rest, f) as Effect.Effect<A, E>
+  return access.write(first!, inner) as Effect.Effect<A, E, Redis.Redis>
+}
+
+/**
+ * One `Limits.acquire` per hash slot, all at once; if any group denied or failed, the groups that spent are
+ * refunded before the outcome (or the failure) is returned. Uninterruptible, so that a spend is never left
+ * without its refund by a client that went away (it waits at most the command timeout).
+ */
+const split = (
+  redis: Redis.Service,
+  keys: ReadonlyArray<string>,
+  specs: ReadonlyArray<string>,
+  units: string
+): Effect.Effect<Outcome, Redis.RedisError> => {
+  const bySlot = new Map<number, Array<number>>()
+  keys.forEach((key, i) => {
+    const slot = keySlot(key)
+    const group = bySlot.get(slot)
+    if (group === undefined) bySlot.set(slot, [i])
+    else group.push(i)
+  })
+  const groups = [...bySlot.values()]
+  if (groups.length === 1) return redis.script(scripts().acquire, keys, [units, ...specs])
+  return Effect.uninterruptible(
+    Effect.flatMap(
+      Effect.forEach(
+        groups,
+        (group) =>
+          Effect.either(
+            redis.script(scripts().acquire, group.map((i) => keys[i]!), [units, ...group.map((i) => specs[i]!)])
+          ),
+        { concurrency: "unbounded" }
+      ),
+      (results) => {
+        const spent = groups.flatMap((group, g) => {
+          const result = results[g]!
+          return Either.isRight(result) && result.right.allowed ? [{ group, outcome: result.right }] : []
+        })
+        if (spent.length === groups.length) return Effect.succeed(merge(groups, spent.map((s) => s.outcome), false))
+        const refunds = spent.map(({ group, outcome }) =>
+          Effect.ignore(
+            redis.script(
+              scripts().refund,
+              group.map((i) => keys[i]!),
+              [units, ...group.flatMap((i, j) => [specs[i]!, String(outcome.starts[j]!)])]
+            )
+          )
+        )
+        const failed = results.find(Either.isLeft)
+        return Effect.zipRight(
+          Effect.all(refunds, { concurrency: "unbounded", discard: true }),
+          failed !== undefined
+            ? Effect.fail(failed.left)
+            : Effect.succeed(
+              merge(
+                groups,
+                results.map((r) => (r as Either.Right<Redis.RedisError, Outcome>).right),
+                true,
+                Number(units)
+              )
+            )
+        )
+      }
+    )
+  )
+}
+
+/** The groups' outcomes as one, in the limiters' order; `refunded`: the allowed groups gave `cost` back. */
+const merge = (
+  groups: ReadonlyArray<ReadonlyArray<number>>,
+  outcomes: ReadonlyArray<Outcome>,
+  refunded: boolean,
+  cost = 0
+): Outcome => {
+  const size = groups.reduce((n, group) => n + group.length, 0)
+  const admissions = new Array<Admission_.Admission>(size)
+  const starts = new Array<number>(size)
+  groups.forEach((group, g) => {
+    const outcome = outcomes[g]!
+    group.forEach((i, j) => {
+      const admission = outcome.admissions[j]!
+      admissions[i] = refunded && outcome.allowed && admission._tag === "Allowed"
+        ? Allowed({ remaining: admission.remaining + cost })
+        : admission
+      starts[i] = outcome.starts[j]!
+    })
+  })
+  return { allowed: !refunded && outcomes.every((o) => o.allowed), admissions, starts }
+}
