@@ -2,7 +2,7 @@
 import { Effect } from "effect"
 import { Redis as IORedis } from "ioredis"
 import { execFileSync } from "node:child_process"
-import { readFileSync } from "node:fs"
+import { readdirSync, readFileSync } from "node:fs"
 
 /** Clock ticks per second (`getconf CLK_TCK`), 100 if unknown. */
 export const clockTicks = (): number => {
@@ -23,10 +23,29 @@ export const processTicks = (pid: number): number => {
   return Number(rest[11]) + Number(rest[12])
 }
 
-/** Busy clock ticks of the whole machine: user, nice, system, irq, softirq, steal (first line of /proc/stat). */
+/** Busy clock ticks of `pid` and every process below it (nginx's workers, say), from /proc. */
+export const treeTicks = (pid: number): number => {
+  let sum = 0
+  try {
+    sum = processTicks(pid)
+    for (const task of readdirSync(`/proc/${pid}/task`)) {
+      const children = readFileSync(`/proc/${pid}/task/${task}/children`, "utf8").trim()
+      for (const child of children === "" ? [] : children.split(" ")) sum += treeTicks(Number(child))
+    }
+  } catch {
+    // The process (or a child) exited meanwhile: what was read is what it had.
+  }
+  return sum
+}
+
+/**
+ * Busy clock ticks of the whole machine that processes account for: user, nice, system, and steal (what
+ * the host took). Not irq and softirq: with IRQ time accounting they are charged to no process, and
+ * loopback traffic alone (wrk at 60k req/s) makes softirq a fifth of the machine.
+ */
 export const machineTicks = (): number => {
   const fields = (readFileSync("/proc/stat", "utf8").split("\n")[0] ?? "").trim().split(/\s+/).map(Number)
-  return [1, 2, 3, 6, 7, 8].reduce((sum, i) => sum + (fields[i] ?? 0), 0)
+  return [1, 2, 3, 8].reduce((sum, i) => sum + (fields[i] ?? 0), 0)
 }
 
 /** The q-quantile of sorted milliseconds, in µs. */
