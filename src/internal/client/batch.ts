@@ -1,9 +1,12 @@
 /**
  * @internal Batching of script calls: calls of a script with a `many` variant, made while others are in
- * flight on the connection, in the same turn of the event loop, are queued and sent at the end of that
- * turn as one call of `many` (on a cluster, one per hash slot; only calls whose `shared` leading ARGV are
- * equal go together, and those ARGV go once), whose reply holds one reply (or error) per call, in order,
- * each decoded by the script's decoder. A call on an idle connection is sent at once, as the script itself.
+ * flight on the connection, are queued and sent as one call of `many` once the event loop has run the
+ * callbacks it is running (`setImmediate`, not a microtask: an HTTP server gets each request in an I/O
+ * callback of its own, and those of one poll phase then go together: a sixth of the calls under
+ * `wrk -c32` through `wakuwaku proxy --redis`, 13% less CPU per request). On a cluster, one call per hash
+ * slot; only calls whose `shared` leading ARGV are equal go together, and those ARGV go once. The reply
+ * holds one reply (or error) per call, in order, each decoded by the script's decoder. A call on an idle
+ * connection is sent at once, as the script itself.
  *
  * **Interruption.** A call whose fiber is interrupted before its batch is sent is left out of it: at flush
  * time the batcher asks each waiting fiber whether it has been interrupted (in an interruptible region),
@@ -173,7 +176,7 @@ export const make = (
         sent: false
       }
       group.set(id, fresh)
-      queueMicrotask(() => flush(fresh))
+      setImmediate(() => flush(fresh))
       batch = fresh
     }
     return batch
