@@ -1,5 +1,6 @@
 /**
- * Several limiters decided as one (src/internal/limits.ts), the rule of issue 17 part 3: all or nothing.
+ * Several limiters decided as one (src/internal/limits.ts), the rule of docs/http.md ("Several limits, one
+ * decision"): all or nothing.
  *
  * - Exact outcomes on every backend: a request any limiter denies spends from none; a cost above one
  *   quota is never allowed; bad input is refused before anything is sent; every key keeps a TTL; the right

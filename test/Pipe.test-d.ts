@@ -25,7 +25,7 @@ const programs = {
 }
 
 describe("Pipe types", () => {
-  it("the issue's declaration: Pipe.make<string, Frame>(namespace, Frame, ttl)", () => {
+  it("the documented declaration: Pipe.make<string, Frame>(namespace, Frame, ttl)", () => {
     expectTypeOf(TO_CLIENT).toEqualTypeOf<Pipe.Pipe<string, Frame>>()
     expectTypeOf(TO_CLIENT.schema).toEqualTypeOf<Pipe.MessageSchema<Frame>>()
     // The type argument is inferred from the schema when not given.

@@ -43,7 +43,7 @@ const squash = (xs: ReadonlyArray<number>) => xs.filter((x, i) => i === 0 || xs[
 const deliveries = ["at-most-once", "at-least-once"] as const
 
 forEachBackend("Pipe", (it, backend) => {
-  it.scoped("the issue's example: a typed frame goes through, and the stream ends at close", () =>
+  it.scoped("the documented example: a typed frame goes through, and the stream ends at close", () =>
     Effect.gen(function*() {
       const TO_CLIENT = Pipe.make<string, Frame>(freshNamespace(), Frame, "60 seconds")
       yield* TO_CLIENT.send("session-1", new Frame({ text: "hello" }))

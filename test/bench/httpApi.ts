@@ -1,5 +1,6 @@
 /**
- * `npm run bench` (sixth part): what issue 17's rate limits cost, each beside its baseline in one run.
+ * `npm run bench` (seventh part): what the HttpApi middleware, `choose` and several limits as one cost,
+ * each beside its baseline in one run.
  *
  * - **Apps** (CPU per request): one @effect/platform-node server per app in this process, on the embedded
  *   store with allow-everything limiters (a token bucket of 10^9 refilled 10^9 a second, a fixed window of

@@ -25,7 +25,7 @@
  *   (its default algorithm, fixed window, `onExceeded: "fail"`) on its Redis store
  *   (`RateLimiter/Redis.layerStore`, which opens its own ioredis client with default options), called
  *   by 256 fibers in a loop as the first row.
- * - reference: the issue's fixed comparator, a straightforward token-bucket script (TIME, HMGET,
+ * - reference: the fixed comparator, a straightforward token-bucket script (TIME, HMGET,
  *   HSET, PEXPIRE on a hash), sent by raw ioredis EVALSHA as the raw row is, on its own keys.
  * - memory: the first row's loop on a `Redis.layerMemory()` context: the store is this process's
  *   memory, shared with no other process, so it is no peer of the rows above; it shows what the
@@ -98,7 +98,7 @@ const ARGV_SHAPE = `${CAPACITY} ${RATE.tokens} ${RATE.periodMicros}`
 const ARGV_COST = "1"
 
 /**
- * The issue's fixed comparator: a straightforward token bucket (TIME, HMGET tokens/ts, HSET, PEXPIRE).
+ * The fixed comparator: a straightforward token bucket (TIME, HMGET tokens/ts, HSET, PEXPIRE).
  * KEYS[1] the bucket (a hash); ARGV capacity, tokens per period, period µs, cost. Returns 1 or 0.
  */
 const REFERENCE_LUA = `local t = redis.call('TIME')

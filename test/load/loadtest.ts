@@ -21,7 +21,7 @@ import { describePolicy, startTarget } from "./target.js"
 import type { Policy } from "./theory.js"
 import { plannedRequests, theory } from "./theory.js"
 
-/** The tolerance the issue states: measured within ±3 percentage points of theory. */
+/** The tolerance the docs state: measured within ±3 percentage points of theory. */
 export const TOLERANCE_PP = 3
 
 export const USAGE = `usage: npm run loadtest -- [flags]
