@@ -38,7 +38,8 @@ const start = (args: ReadonlyArray<string | number>) => {
       }
     }
   })
-  const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)))
+  // "close", not "exit": it comes once stdout has ended, so every line the process printed has been seen.
+  const exited = new Promise<number | null>((resolve) => child.on("close", (code) => resolve(code)))
   return {
     line: (test: (line: string) => boolean) =>
       Promise.race([
@@ -96,8 +97,10 @@ describe("Pipe across OS processes", () => {
       // 3. Runs to the end.
       const third = start([redisUrl, ns, name, TTL, `${ns}:3`, -1])
       await third.line((l) => l === `started ${MESSAGES - 1}`)
+      // Awaited from before the close: the receiver may print it and exit before the close's reply arrives.
+      const done = third.line((l) => l === "done")
       await run(P.close(name))
-      await third.line((l) => l === "done")
+      await done
       await third.finished()
       await Effect.runPromise(Fiber.interrupt(heartbeat))
 
