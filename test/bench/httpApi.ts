@@ -16,8 +16,12 @@
  *   asked one after the other, as two stacked middlewares do. Per decision: the median latency, and
  *   redis-server's CPU inside the scripts (INFO commandstats `usec` of evalsha, over the decisions).
  *
- * `--quick`: one round of 2 s, 1000 decisions per row. The full run: 3 rounds of 4 s, 3000 decisions per
- * row, 3 rounds. The CPU other processes used is printed.
+ * - **In process** (CPU per request): the `HttpApp`s above run on one request with no server and no socket,
+ *   50 000 times each per round, 5 rounds after a warm-up, alternated: what the middleware itself costs,
+ *   without the spread of a server's CPU per request.
+ *
+ * `--quick`: one round of 2 s, 1000 decisions per row, 10 000 runs in process. The full run: 3 rounds of
+ * 4 s, 3000 decisions per row; 5 rounds in process. The CPU other processes used is printed.
  */
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import * as HttpApi from "@effect/platform/HttpApi"
@@ -28,8 +32,9 @@ import * as HttpApiMiddleware from "@effect/platform/HttpApiMiddleware"
 import type * as HttpApp from "@effect/platform/HttpApp"
 import * as HttpMiddleware from "@effect/platform/HttpMiddleware"
 import * as HttpServer from "@effect/platform/HttpServer"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
-import { Context, Effect, Exit, Layer, Schema, Scope } from "effect"
+import { Context, Effect, Exit, Layer, Runtime, Schema, Scope } from "effect"
 import { Redis as IORedis } from "ioredis"
 import { spawn } from "node:child_process"
 import { readFileSync } from "node:fs"
@@ -46,6 +51,8 @@ const QUICK = process.argv.includes("--quick")
 const ROUNDS = QUICK ? 1 : 3
 const WRK_SECONDS = QUICK ? 2 : 4
 const DECISIONS = QUICK ? 1000 : 3000
+const IN_PROCESS = QUICK ? 10_000 : 50_000
+const IN_PROCESS_ROUNDS = QUICK ? 1 : 5
 
 const BUCKET = TokenBucket.make<string>("bench-bucket", 1_000_000_000, Rate.make(1_000_000_000, "1 second"))
 const WINDOW = FixedWindow.make<string>("bench-window", 1_000_000_000, "1 second")
@@ -72,33 +79,29 @@ const apiServed = <E, R extends Redis.ReadWrite>(api: Layer.Layer<HttpApi.Api, E
 
 const hi = () => Effect.succeed("hello")
 
-/** The apps, each served on a port of its own; the first of each kind is the baseline of the rows below it. */
-const apps: ReadonlyArray<readonly [label: string, layer: Served, baseline: number]> = [
-  ["`HttpApp`, no middleware", served(hello), 0],
-  [
-    "floor: the same app running `TokenBucket.acquire` itself",
-    served(Effect.zipRight(BUCKET.acquire("x", 1), hello)),
-    0
-  ],
+/** The `HttpApp`s: served below, and run in process with no server (their first is the baseline). */
+const httpApps: ReadonlyArray<readonly [label: string, app: HttpApp.Default<unknown, Redis.ReadWrite>]> = [
+  ["`HttpApp`, no middleware", hello],
+  ["floor: the same app running `TokenBucket.acquire` itself", Effect.zipRight(BUCKET.acquire("x", 1), hello)],
   [
     "the same with `RateLimit.middleware`, one bucket",
-    served(RateLimit.middleware({ limiter: BUCKET, onStoreFailure: "fail-closed" })(hello)),
-    0
+    RateLimit.middleware({ limiter: BUCKET, onStoreFailure: "fail-closed" })(hello)
   ],
   [
     "the same, a bucket and a window as one decision",
-    served(RateLimit.middleware({ limiter: [BUCKET, WINDOW], onStoreFailure: "fail-closed" })(hello)),
-    0
+    RateLimit.middleware({ limiter: [BUCKET, WINDOW], onStoreFailure: "fail-closed" })(hello)
   ],
   [
     "the same, `choose` picking the bucket",
-    served(
-      RateLimit.middleware({ choose: () => ({ limiter: BUCKET, key: "127.0.0.1" }), onStoreFailure: "fail-closed" })(
-        hello
-      )
-    ),
-    0
-  ],
+    RateLimit.middleware({ choose: () => ({ limiter: BUCKET, key: "127.0.0.1" }), onStoreFailure: "fail-closed" })(
+      hello
+    )
+  ]
+]
+
+/** The apps, each served on a port of its own; the first of each kind is the baseline of the rows below it. */
+const apps: ReadonlyArray<readonly [label: string, layer: Served, baseline: number]> = [
+  ...httpApps.map(([label, app]) => [label, served(app), 0] as const),
   [
     "`HttpApi`, no middleware",
     apiServed(
@@ -236,6 +239,24 @@ const main = Effect.gen(function*() {
   const known = (processTicks(server.pid) - redisBefore + childrenTicks() - childrenBefore) / ticks
   console.log("\n" + otherCpuLine((machineTicks() - machineBefore) / ticks - selfSeconds - known))
 
+  // In process: each app run on one request, one call after another, with no server and no socket, so
+  // that what the middleware itself costs is not lost in the spread of a server's CPU per request.
+  const request = HttpServerRequest.fromWeb(new Request("http://127.0.0.1/"))
+  const runtime = yield* Effect.runtime<Redis.ReadWrite>().pipe(Effect.provide(memory))
+  const inProcess = httpApps.map(() => [] as Array<number>)
+  for (let round = 0; round < IN_PROCESS_ROUNDS + 1; round++) {
+    for (let a = 0; a < httpApps.length; a++) {
+      const app = Effect.provideService(httpApps[a]![1], HttpServerRequest.HttpServerRequest, request)
+      const us = yield* Effect.promise(async () => {
+        const before = cpuMicros()
+        for (let i = 0; i < IN_PROCESS; i++) await Runtime.runPromise(runtime, app)
+        return (cpuMicros() - before) / IN_PROCESS
+      })
+      // The first round warms up.
+      if (round > 0) inProcess[a]!.push(us)
+    }
+  }
+
   console.log("\nmedian over rounds (min–max):\n")
   console.log("| app (embedded store) | req/s | CPU µs/request | added |")
   console.log("|---|---:|---:|---:|")
@@ -243,6 +264,16 @@ const main = Effect.gen(function*() {
   apps.forEach(([label, , baseline], a) => {
     const added = a === baseline ? "—" : `${(cpu[a]! - cpu[baseline]!).toFixed(1)} µs`
     console.log(`| ${label} | ${stat(samples[a]!.rps, 0, true)} | ${stat(samples[a]!.cpu, 1)} | ${added} |`)
+  })
+  console.log(
+    `\nin process, no server (${IN_PROCESS} runs of each app on one request per round, ${IN_PROCESS_ROUNDS} ` +
+      `rounds after one warm-up, alternating):\n`
+  )
+  console.log("| app (embedded store) | CPU µs/request | added |")
+  console.log("|---|---:|---:|")
+  httpApps.forEach(([label], a) => {
+    const added = a === 0 ? "—" : `${(median(inProcess[a]!) - median(inProcess[0]!)).toFixed(1)} µs`
+    console.log(`| ${label} | ${stat(inProcess[a]!, 1)} | ${added} |`)
   })
   console.log("\n| decision on Redis, one at a time | p50 µs | redis-server µs in scripts |")
   console.log("|---|---:|---:|")
