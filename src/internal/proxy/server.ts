@@ -393,7 +393,8 @@ export const layer = <LR>(options: Proxy.LayerOptions<LR>): Layer.Layer<Proxy.Se
           Effect.promise(() => {
             agents.http.destroy()
             agents.https.destroy()
-            return agents.pool.destroy()
+            // Closing is all a finalizer can do: a pool that fails to close has nothing left to release.
+            return agents.pool.destroy().catch(() => undefined)
           })
       )
       let closing = false
