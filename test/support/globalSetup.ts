@@ -4,9 +4,14 @@
  * replicas; unless REDIS_CLUSTER_NODES names one, as comma-separated host:port) through
  * `inject("clusterNodes")`. Every server runs under a parent-death signal, so it dies with the runner
  * even when the runner is killed.
+ *
+ * The cluster takes seconds to start, so it starts only when a test file of the run needs it: one that
+ * reads `clusterNodes` or runs on every backend (see {@link needsCluster}). `npm test -- test/Rate.test.ts`
+ * starts none.
  */
 import { Effect, Exit, Scope } from "effect"
 import { Cluster, Redis as IORedis } from "ioredis"
+import { readFile } from "node:fs/promises"
 import type { TestProject } from "vitest/node"
 import * as RedisServer from "../../src/RedisServer.js"
 
@@ -21,12 +26,15 @@ export default async function setup(project: TestProject) {
   const scope = Effect.runSync(Scope.make())
   const fromEnv = process.env["REDIS_URL"]
   const clusterFromEnv = process.env["REDIS_CLUSTER_NODES"]
+  const cluster = await needsCluster(project)
   const [url, nodes] = await Effect.runPromise(Scope.extend(
     Effect.all([
       fromEnv !== undefined && fromEnv !== ""
         ? Effect.succeed(fromEnv)
         : Effect.map(RedisServer.make(), (server) => server.url),
-      clusterFromEnv !== undefined && clusterFromEnv !== ""
+      !cluster
+        ? Effect.succeed([])
+        : clusterFromEnv !== undefined && clusterFromEnv !== ""
         ? Effect.succeed(clusterFromEnv.split(","))
         : Effect.map(RedisServer.makeCluster(), (cluster) => cluster.masters.map((node) => `${node.host}:${node.port}`))
     ], { concurrency: "unbounded" }),
@@ -41,6 +49,22 @@ export default async function setup(project: TestProject) {
       await Effect.runPromise(Scope.close(scope, Exit.void))
     }
   }
+}
+
+/** What marks a test file that needs the cluster: it reads the nodes, or runs a suite on every backend. */
+const CLUSTER_USE = /\bclusterNodes\b|\bClusterLive\b|\bforEachBackend\b|support\/backends\.js/
+
+/**
+ * Whether some test file of this run needs the cluster: the files that the command line's filters select
+ * (every file when it names none), read for {@link CLUSTER_USE}.
+ */
+const needsCluster = async (project: TestProject): Promise<boolean> => {
+  const run = process.argv.indexOf("run")
+  const filters = process.argv.slice(run < 0 ? 2 : run + 1).filter((arg) => !arg.startsWith("-"))
+  if (filters.length === 0) return true
+  const specs = await project.vitest.globTestSpecifications(filters)
+  const texts = await Promise.all(specs.map((spec) => readFile(spec.moduleId, "utf8")))
+  return texts.some((text) => CLUSTER_USE.test(text))
 }
 
 /** Every key under `@@wakuwaku:` on one server: how many, and which have no TTL. */
@@ -73,8 +97,8 @@ const audit = async (url: string, nodes: ReadonlyArray<string>) => {
   )
   try {
     const alone = await untimed(standalone)
-    await cluster.connect()
-    const perMaster = await Promise.all(cluster.nodes("master").map(untimed))
+    if (nodes.length > 0) await cluster.connect()
+    const perMaster = nodes.length === 0 ? [] : await Promise.all(cluster.nodes("master").map(untimed))
     const clustered = { keys: perMaster.reduce((n, m) => n + m.keys, 0), untimed: perMaster.flatMap((m) => m.untimed) }
     console.info(
       `key hygiene audit: standalone ${alone.keys} keys under @@wakuwaku:, ${alone.untimed.length} without a TTL; ` +
