@@ -12,10 +12,25 @@
  * - `Redis.layer` grants {@link ReadWrite} (a primary); `Redis.layerReadOnly` grants only
  *   {@link ReadOnly} (a replica): a program that writes through it does not compile.
  * - Nothing lives in Redis for a capability. At run time every operation checks the grant in scope
- *   once more and dies on a violation, which only a cast can cause.
+ *   once more and dies on a violation, which takes something the compiler cannot check (a cast, an
+ *   `any`, a `@ts-ignore`, a grant list changed after its type was fixed); the defect says so.
+ *
+ * **What a grant list grants.** Its type grants only what the compiler knows the list holds, never
+ * more than the run time allows:
+ * - `"all"` grants every entity, custom ones too; a tuple (an inline list, or one `as const`) grants
+ *   each of its fixed elements, and the run time grants exactly the list;
+ * - a list that may be one of several, such as `cond ? [A, B] : [A]` (a union of tuples), grants what
+ *   every possibility grants (here `A`), and `"all"` among them grants what the others grant;
+ * - an array type (`Array<E>`, `ReadonlyArray<E>`: `const list = [A]` without `as const`) may hold
+ *   anything or nothing, so `layer` refuses it ("a grant list must be a tuple…");
+ * - an element typed with a union of kinds (`Entity<"A" | "B">`) or with `string` grants nothing, and
+ *   {@link entity} refuses such a kind.
+ * A program that needs more than its grants' types grant does not compile, and the error names the
+ * missing `Write<…>`, even when the run time would have held it in some branch.
  *
  * **The algebra of grants.** Whatever way grant layers are composed, the run time grants exactly what
- * the type says, because each entity kind (and "every entity") is its own entry of the context:
+ * the layers hold, because each entity kind (and "every entity") is its own entry of the context, and
+ * the types follow the same algebra:
  * - a grant layer grants exactly the reads and writes it lists (`"all"`: every entity, custom ones too);
  * - `Layer.merge`, `Layer.mergeAll` and `Layer.provideMerge(self, that)` grant the union of their parts;
  * - `Layer.provide(self, that)` grants what `self` grants, and nothing of `that` (which only feeds
@@ -65,14 +80,20 @@ export interface Entity<Kind extends string = string> {
 export type AnyEntity = Entity<string>
 
 /**
- * Declares an entity with a literal kind.
+ * Declares an entity with a literal kind. The kind must be exactly one string literal: an entity typed
+ * with a union of kinds, or with `string`, would pass for entities it is not.
  *
  * @since 0.1.0
  * @category constructors
  */
 export const entity = <const Kind extends string>(
-  kind: string extends Kind ? "an entity's kind must be a string literal" : Kind
+  kind: [KindError<Kind>] extends [never] ? Kind : KindError<Kind>
 ): Entity<Kind> => Object.freeze({ kind: kind as Kind })
+
+/** Why `Kind` is not one string literal, or `never` when it is. */
+type KindError<Kind> = {} extends Record<Kind & string, unknown> ? "an entity's kind must be a string literal"
+  : [Kind] extends [Types.UnionToIntersection<Kind>] ? never
+  : "an entity's kind must be one string literal, not a union"
 
 /**
  * @since 0.1.0
@@ -127,18 +148,49 @@ export interface Write<out E extends AnyEntity> {
 export type Entities = "all" | ReadonlyArray<AnyEntity>
 
 /**
- * The capabilities granted for some entities.
+ * The capabilities granted for some entities: only what the type says for certain the list holds.
+ * `"all"` grants every kind; a tuple grants its fixed elements typed with one literal kind; an array
+ * type (which may be empty) grants nothing; a union of these, such as the type of `cond ? [A, B] : [A]`,
+ * grants only what every one of its members grants (here `A`).
  *
  * @since 0.1.0
  * @category models
  */
-export type Granted<Cap extends "Read" | "Write", Es extends Entities> = Es extends "all" ?
-  Cap extends "Read" ? Read<AnyEntity>
-  : Write<AnyEntity>
-  // An entity whose kind is not a literal grants nothing: it would otherwise pass for every entity.
-  : Es extends ReadonlyArray<infer E> ?
-    E extends AnyEntity ? string extends E["kind"] ? never : Cap extends "Read" ? Read<E> : Write<E> : never
+export type Granted<Cap extends "Read" | "Write", Es extends Entities> = [Es] extends [never] ? never
+  : [Es] extends ["all"] ? Cap extends "Read" ? Read<AnyEntity> : Write<AnyEntity>
+  : Listed<Es> extends infer E ?
+    E extends AnyEntity ? InEvery<E["kind"], Es> extends true ? Cap extends "Read" ? Read<E> : Write<E> : never
+    : never
   : never
+
+/** Whether every member of `Es` grants `Kind`: `"all"` does, a list when it surely holds it. */
+type InEvery<Kind, Es> = [Es extends "all" ? never : Kind extends Listed<Es>["kind"] ? never : Es] extends [never] ?
+  true
+  : false
+
+/** The entities a grant list surely holds: its fixed elements, each typed with one literal kind. */
+type Listed<Es> = Es extends readonly [infer Head, ...infer Rest] ? OneKind<Head> | Listed<Rest>
+  : Es extends readonly [...infer Init, infer Last] ? OneKind<Last> | Listed<Init>
+  : never
+
+/** `E` when it is an entity of one literal kind, else `never`. Not distributive: a union grants nothing. */
+type OneKind<E> = [E] extends [AnyEntity] ? [KindError<E["kind"]>] extends [never] ? E : never : never
+
+/** Whether the compiler knows a grant list's members: `"all"`, or a tuple with a fixed element or none. */
+type IsExact<Es> = Es extends "all" ? true
+  : Es extends ReadonlyArray<unknown> ?
+    number extends Es["length"] ?
+      Es extends readonly [unknown, ...Array<unknown>] | readonly [...Array<unknown>, unknown] ? true
+      : false
+    : true
+  : true
+
+/** What `layer` asks of a list beyond its type: nothing when the list is exact, else a readable refusal. */
+type Checked<Key extends "read" | "write", Es> = false extends IsExact<Es> ? {
+    readonly [K in Key]:
+      "a grant list must be a tuple (inline, or `as const`): an array type does not say what it holds"
+  }
+  : unknown
 
 /**
  * Grants reads of every entity and no writes: what a read-only replica allows.
@@ -159,11 +211,15 @@ export const ReadWrite: Layer.Layer<Read<AnyEntity> | Write<AnyEntity>> = intern
 /**
  * A custom capability: reads and writes of the entities listed (none when omitted). It adds to the
  * grant of the enclosing context, and merges with sibling grants, at compile time and at run time alike.
+ * A list must be `"all"` or a tuple; its type grants what {@link Granted} says, never more than the
+ * list holds at run time.
  *
  * @since 0.1.0
  * @category layers
  */
-export const layer = <const R extends Entities = readonly [], const W extends Entities = readonly []>(grant: {
-  readonly read?: R | undefined
-  readonly write?: W | undefined
-}): Layer.Layer<Granted<"Read", R> | Granted<"Write", W>> => internal.layer(grant.read ?? [], grant.write ?? [])
+export const layer = <const R extends Entities = readonly [], const W extends Entities = readonly []>(
+  grant:
+    & { readonly read?: R | undefined; readonly write?: W | undefined }
+    // Apart, and not inferred from, so that inline lists still infer as tuples.
+    & NoInfer<Checked<"read", R> & Checked<"write", W>>
+): Layer.Layer<Granted<"Read", R> | Granted<"Write", W>> => internal.layer(grant.read ?? [], grant.write ?? [])

@@ -4,7 +4,13 @@
  * `Layer.provide`, `Layer.provideMerge`, and nested `Effect.provide`s), and for every composition the run
  * time must allow exactly the reads and writes the documented algebra (src/Capability.ts) gives: union
  * for merge, mergeAll, provideMerge and nesting; `self`'s alone for `Layer.provide(self, that)`; `"all"`
- * covers every kind.
+ * covers every kind. A refusal must be the exact defect, naming what the scope grants.
+ *
+ * A grant's lists come in the forms a program writes: `"all"` or a tuple, whose type says exactly what
+ * it holds; a conditional (`cond ? [A, B] : [A]`, a union of tuples); an array type; a tuple with
+ * entities typed with a union of kinds. At run time each is one concrete list, and the run time grants
+ * exactly that list. Its type may grant less (for a conditional, what every branch grants), never more:
+ * everything the type grants must be allowed at run time. test/Capability.test-d.ts pins each form's type.
  *
  * The probes are the structures' own operations (a cast erases their requirements, as only a cast can),
  * run against the throwaway server through `Redis.make`, a service that grants nothing by itself; the
@@ -37,8 +43,18 @@ const KINDS = Object.keys(ENTITIES) as ReadonlyArray<Kind>
 
 // The grammar.
 type Entities = "all" | ReadonlyArray<Kind>
+/** A grant list as a program writes it: one concrete list at run time, perhaps less to the compiler. */
+type List =
+  /** `"all"`, or a tuple (inline, or `as const`): its type says exactly what it holds. */
+  | { readonly _tag: "Exact"; readonly list: Entities }
+  /** An array type (`const list = [A]`, `ReadonlyArray<A>`), which may be empty: its type grants nothing. */
+  | { readonly _tag: "Widened"; readonly list: ReadonlyArray<Kind> }
+  /** A tuple whose blurred elements are typed with a union of kinds, or `string`: those grant nothing. */
+  | { readonly _tag: "Blurred"; readonly list: ReadonlyArray<{ readonly kind: Kind; readonly blurred: boolean }> }
+  /** A conditional, `cond ? [A, B] : [A]`: the union of its branches' types; the run time takes one. */
+  | { readonly _tag: "OneOf"; readonly options: ReadonlyArray<List>; readonly taken: number }
 type Composition =
-  | { readonly _tag: "Grant"; readonly read: Entities; readonly write: Entities }
+  | { readonly _tag: "Grant"; readonly read: List; readonly write: List }
   | { readonly _tag: "ReadOnly" }
   | { readonly _tag: "ReadWrite" }
   | { readonly _tag: "Merge"; readonly left: Composition; readonly right: Composition }
@@ -46,15 +62,41 @@ type Composition =
   | { readonly _tag: "Provide"; readonly self: Composition; readonly that: Composition }
   | { readonly _tag: "ProvideMerge"; readonly self: Composition; readonly that: Composition }
 
+const exact = (list: Entities): List => ({ _tag: "Exact", list })
+const kinds = fc.subarray([...KINDS], { maxLength: 3 })
 const entities: fc.Arbitrary<Entities> = fc.oneof(
   { weight: 1, arbitrary: fc.constant("all" as const) },
-  { weight: 4, arbitrary: fc.subarray([...KINDS], { maxLength: 3 }) }
+  { weight: 4, arbitrary: kinds }
+)
+const plainList: fc.Arbitrary<List> = fc.oneof(
+  { weight: 4, arbitrary: fc.record({ _tag: fc.constant("Exact" as const), list: entities }) },
+  { weight: 1, arbitrary: fc.record({ _tag: fc.constant("Widened" as const), list: kinds }) },
+  {
+    weight: 1,
+    arbitrary: fc.record({
+      _tag: fc.constant("Blurred" as const),
+      list: kinds.chain((ks) =>
+        fc.tuple(...ks.map((kind) => fc.record({ kind: fc.constant(kind), blurred: fc.boolean() })))
+      )
+    })
+  }
+)
+const list: fc.Arbitrary<List> = fc.oneof(
+  { weight: 3, arbitrary: plainList },
+  {
+    weight: 2,
+    arbitrary: fc.record({
+      _tag: fc.constant("OneOf" as const),
+      options: fc.array(plainList, { minLength: 2, maxLength: 3 }),
+      taken: fc.nat({ max: 2 })
+    })
+  }
 )
 
 const { composition } = fc.letrec<{ composition: Composition }>((tie) => ({
   composition: fc.oneof(
     { depthSize: "small", withCrossShrink: true },
-    fc.record({ _tag: fc.constant("Grant" as const), read: entities, write: entities }),
+    fc.record({ _tag: fc.constant("Grant" as const), read: list, write: list }),
     fc.constant({ _tag: "ReadOnly" as const }),
     fc.constant({ _tag: "ReadWrite" as const }),
     fc.record({ _tag: fc.constant("Merge" as const), left: tie("composition"), right: tie("composition") }),
@@ -70,35 +112,68 @@ const { composition } = fc.letrec<{ composition: Composition }>((tie) => ({
 /** A program's grants: the compositions provided to it, innermost first. */
 const program = fc.array(composition, { minLength: 1, maxLength: 3 })
 
-// The documented algebra: what a composition grants.
+// The documented algebra: what a composition grants, given what each of its lists grants.
+type KindSet = "all" | ReadonlySet<Kind>
 interface Grants {
-  readonly read: "all" | ReadonlySet<Kind>
-  readonly write: "all" | ReadonlySet<Kind>
+  readonly read: KindSet
+  readonly write: KindSet
 }
 const none: Grants = { read: new Set(), write: new Set() }
-const unionOf = (a: "all" | ReadonlySet<Kind>, b: "all" | ReadonlySet<Kind>) =>
-  a === "all" || b === "all" ? "all" : new Set([...a, ...b])
+const unionOf = (a: KindSet, b: KindSet) => (a === "all" || b === "all" ? "all" : new Set([...a, ...b]))
+const intersectionOf = (a: KindSet, b: KindSet) =>
+  a === "all" ? b : b === "all" ? a : new Set([...a].filter((kind) => b.has(kind)))
 const union = (a: Grants, b: Grants): Grants => ({ read: unionOf(a.read, b.read), write: unionOf(a.write, b.write) })
 const setOf = (e: Entities) => (e === "all" ? "all" : new Set(e))
 
-const model = (c: Composition): Grants => {
+/** The list a grant holds at run time: for a conditional, the branch taken. */
+const concrete = (l: List): Entities => {
+  switch (l._tag) {
+    case "Exact":
+    case "Widened":
+      return l.list
+    case "Blurred":
+      return l.list.map((e) => e.kind)
+    case "OneOf":
+      return concrete(l.options[l.taken % l.options.length]!)
+  }
+}
+
+/** What the list's type grants (src/Capability.ts, `Granted`): what is certain whichever branch runs. */
+const typed = (l: List): KindSet => {
+  switch (l._tag) {
+    case "Exact":
+      return setOf(l.list)
+    case "Widened":
+      return new Set()
+    case "Blurred":
+      return new Set(l.list.filter((e) => !e.blurred).map((e) => e.kind))
+    case "OneOf":
+      return l.options.map(typed).reduce(intersectionOf)
+  }
+}
+
+/** What a composition grants, each list read as `side` says: at run time, or as its type says. */
+const model = (c: Composition, side: (l: List) => KindSet): Grants => {
   switch (c._tag) {
     case "Grant":
-      return { read: setOf(c.read), write: setOf(c.write) }
+      return { read: side(c.read), write: side(c.write) }
     case "ReadOnly":
       return { read: "all", write: new Set() }
     case "ReadWrite":
       return { read: "all", write: "all" }
     case "Merge":
-      return union(model(c.left), model(c.right))
+      return union(model(c.left, side), model(c.right, side))
     case "MergeAll":
-      return c.parts.map(model).reduce(union, none)
+      return c.parts.map((part) => model(part, side)).reduce(union, none)
     case "Provide":
-      return model(c.self)
+      return model(c.self, side)
     case "ProvideMerge":
-      return union(model(c.self), model(c.that))
+      return union(model(c.self, side), model(c.that, side))
   }
 }
+const atRunTime = (l: List) => setOf(concrete(l))
+const grantsOf = (grants: ReadonlyArray<Composition>, side: (l: List) => KindSet) =>
+  grants.map((c) => model(c, side)).reduce(union, none)
 
 const allowedBy = (grants: Grants, verb: "read" | "write", kind: Kind) => {
   const set = grants[verb]
@@ -107,11 +182,19 @@ const allowedBy = (grants: Grants, verb: "read" | "write", kind: Kind) => {
 
 // The same compositions, built with the library and Effect's Layer.
 type Grant = Layer.Layer<never>
-const entitiesOf = (e: Entities) => (e === "all" ? "all" : e.map((kind) => ENTITIES[kind]))
+const entitiesOf = (l: List) => {
+  const e = concrete(l)
+  return e === "all" ? "all" : e.map((kind) => ENTITIES[kind])
+}
+/** `Capability.layer` on lists built at run time, which its type refuses: the types are the type tests'. */
+const layerOf = Capability.layer as (grant: {
+  readonly read: Capability.Entities
+  readonly write: Capability.Entities
+}) => Layer.Layer<unknown>
 const build = (c: Composition): Grant => {
   switch (c._tag) {
     case "Grant":
-      return Capability.layer({ read: entitiesOf(c.read), write: entitiesOf(c.write) }) as Layer.Layer<unknown> as Grant
+      return layerOf({ read: entitiesOf(c.read), write: entitiesOf(c.write) }) as Grant
     case "ReadOnly":
       return Capability.ReadOnly as Layer.Layer<unknown> as Grant
     case "ReadWrite":
@@ -177,42 +260,79 @@ const client = new IORedis(redisUrl, { lazyConnect: false })
 const service = Layer.succeed(Redis.Redis, Redis.make(client))
 afterAll(() => client.quit())
 
-/** "allowed", "refused" (died naming exactly what was needed), or what else happened. */
-const outcome = async (probe: (typeof probes)[number], grants: ReadonlyArray<Composition>) => {
+/** The defect of a refused operation, naming what the scope grants for its verb. */
+const refusal = (verb: "read" | "write", kind: Kind, granted: KindSet) => {
+  const listed = granted === "all" ? "all" : granted.size === 0 ? "nothing" : [...granted].sort().join(", ")
+  return `wakuwaku: this operation needs to ${verb} ${kind}, but the capability in scope does not grant it ` +
+    `(granted: ${listed}). The program's type claimed Capability.${verb === "read" ? "Read" : "Write"}<${kind}> ` +
+    `all the same: something the compiler could not check stands in between, such as a cast, an \`any\`, ` +
+    `a @ts-ignore, or a grant list changed after its type was fixed.`
+}
+
+/** "allowed", "refused" (died with exactly the defect `refused` names), or what else happened. */
+const outcome = async (probe: (typeof probes)[number], grants: ReadonlyArray<Composition>, refused: string) => {
   let effect = probe.run()
   for (const c of grants) effect = effect.pipe(Effect.provide(build(c)))
   const exit = await Effect.runPromiseExit(Effect.provide(effect, service))
   if (Exit.isSuccess(exit)) return "allowed"
   const defect = Cause.dieOption(exit.cause)
-  const needed = `needs to ${probe.verb} ${probe.kind}, but the capability in scope does not grant it`
-  if (Option.isSome(defect) && String((defect.value as Error).message).includes(needed)) return "refused"
+  if (Option.isSome(defect) && String((defect.value as Error).message) === refused) return "refused"
   return `unexpected: ${Cause.pretty(exit.cause)}`
 }
 
 describe("the algebra of grants", () => {
-  it("the run time allows exactly what the algebra grants, for random compositions", async () => {
-    await fc.assert(
-      fc.asyncProperty(program, async (grants) => {
-        const expected = grants.map(model).reduce(union, none)
-        for (const probe of probes) {
-          const want = allowedBy(expected, probe.verb, probe.kind) ? "allowed" : "refused"
-          const got = await outcome(probe, grants)
-          if (got !== want) {
-            throw new Error(`${probe.verb} ${probe.kind}: expected ${want}, got ${got}, for ${JSON.stringify(grants)}`)
+  it(
+    "the run time allows exactly what the algebra grants, and all that the types grant, for random compositions",
+    async () => {
+      await fc.assert(
+        fc.asyncProperty(program, async (grants) => {
+          const runTime = grantsOf(grants, atRunTime)
+          const types = grantsOf(grants, typed)
+          for (const probe of probes) {
+            const want = allowedBy(runTime, probe.verb, probe.kind) ? "allowed" : "refused"
+            const got = await outcome(probe, grants, refusal(probe.verb, probe.kind, runTime[probe.verb]))
+            const where = `${probe.verb} ${probe.kind}, for ${JSON.stringify(grants)}`
+            if (got !== want) throw new Error(`${where}: expected ${want}, got ${got}`)
+            // Soundness: what the program's type grants, the run time allows.
+            if (allowedBy(types, probe.verb, probe.kind) && got !== "allowed") {
+              throw new Error(`${where}: the type grants it, the run time refused it`)
+            }
           }
-        }
-      }),
-      { numRuns: RUNS }
-    )
-  }, 120_000)
+        }),
+        { numRuns: RUNS }
+      )
+    },
+    120_000
+  )
 
   it("the model itself: siblings merge, provide keeps self, all covers custom kinds", () => {
-    const tb = { _tag: "Grant", read: [], write: ["TokenBucket"] } as const
-    const lock = { _tag: "Grant", read: [], write: ["Lock"] } as const
-    expect(allowedBy(model({ _tag: "Merge", left: tb, right: lock }), "write", "TokenBucket")).toBe(true)
-    expect(allowedBy(model({ _tag: "Provide", self: lock, that: tb }), "write", "TokenBucket")).toBe(false)
-    expect(allowedBy(model({ _tag: "ProvideMerge", self: lock, that: tb }), "write", "TokenBucket")).toBe(true)
-    expect(allowedBy(model({ _tag: "ReadWrite" }), "write", "Other")).toBe(true)
-    expect(allowedBy(model({ _tag: "ReadOnly" }), "write", "Other")).toBe(false)
+    const tb = { _tag: "Grant", read: exact([]), write: exact(["TokenBucket"]) } as const
+    const lock = { _tag: "Grant", read: exact([]), write: exact(["Lock"]) } as const
+    const run = (c: Composition) => model(c, atRunTime)
+    expect(allowedBy(run({ _tag: "Merge", left: tb, right: lock }), "write", "TokenBucket")).toBe(true)
+    expect(allowedBy(run({ _tag: "Provide", self: lock, that: tb }), "write", "TokenBucket")).toBe(false)
+    expect(allowedBy(run({ _tag: "ProvideMerge", self: lock, that: tb }), "write", "TokenBucket")).toBe(true)
+    expect(allowedBy(run({ _tag: "ReadWrite" }), "write", "Other")).toBe(true)
+    expect(allowedBy(run({ _tag: "ReadOnly" }), "write", "Other")).toBe(false)
+  })
+
+  it("the model of types: a conditional grants its branches' intersection, arrays and blurred entities nothing", () => {
+    const branches = (taken: number, ...options: ReadonlyArray<List>): List => ({ _tag: "OneOf", options, taken })
+    const both = exact(["TokenBucket", "FixedWindow"])
+    const one = exact(["TokenBucket"])
+    expect(typed(branches(0, both, one))).toEqual(new Set(["TokenBucket"]))
+    expect(concrete(branches(0, both, one))).toEqual(["TokenBucket", "FixedWindow"])
+    expect(concrete(branches(1, both, one))).toEqual(["TokenBucket"])
+    expect(typed(branches(0, exact("all"), both))).toEqual(new Set(["TokenBucket", "FixedWindow"]))
+    expect(typed(branches(1, exact("all"), exact("all")))).toBe("all")
+    expect(typed(branches(0, one, exact(["Lock"])))).toEqual(new Set())
+    expect(typed(branches(0, both, { _tag: "Widened", list: ["TokenBucket"] }))).toEqual(new Set())
+    expect(typed({ _tag: "Widened", list: ["TokenBucket"] })).toEqual(new Set())
+    const blurred: List = {
+      _tag: "Blurred",
+      list: [{ kind: "TokenBucket", blurred: true }, { kind: "Lock", blurred: false }]
+    }
+    expect(typed(blurred)).toEqual(new Set(["Lock"]))
+    expect(concrete(blurred)).toEqual(["TokenBucket", "Lock"])
   })
 })

@@ -1,7 +1,7 @@
 import { Effect, Layer } from "effect"
 import type { Context } from "effect"
 import { describe, expectTypeOf, it } from "vitest"
-import { Capability, Lock, Redis, TokenBucket } from "wakuwaku"
+import { Capability, FixedWindow, Lock, Rate, Redis, TokenBucket } from "wakuwaku"
 
 const Other = Capability.entity("Other")
 type Other = typeof Other
@@ -119,5 +119,121 @@ describe("Capability compositions", () => {
     // Read beside write: a read grant removes no write.
     const read = needsBoth.pipe(Effect.provide(Capability.layer({ read: [TokenBucket.entity, Lock.entity] })))
     expectTypeOf<Effect.Effect.Context<typeof read>>().toEqualTypeOf<Capability.Write<TB> | Capability.Write<LockE>>()
+  })
+})
+
+// Grant lists whose exact members the compiler cannot see: each grants what every possibility grants.
+declare const cond: boolean
+type FW = FixedWindow.Entity
+const WINDOW = FixedWindow.make<string>("w", 5, "1 second")
+
+describe("grant lists the compiler cannot see exactly", () => {
+  it("a conditional list grants what both branches grant", () => {
+    expectTypeOf(Capability.layer({ write: cond ? [TokenBucket.entity, FixedWindow.entity] : [TokenBucket.entity] }))
+      .toEqualTypeOf<Layer.Layer<Capability.Write<TB>>>()
+    expectTypeOf(Capability.layer({ write: cond ? [TokenBucket.entity] : [Lock.entity] }))
+      .toEqualTypeOf<Layer.Layer<never>>()
+    expectTypeOf(Capability.layer({ read: cond ? [Other] : [], write: cond ? [Other, Lock.entity] : [Lock.entity] }))
+      .toEqualTypeOf<Layer.Layer<Capability.Write<LockE>>>()
+  })
+
+  it("a union of tuples grants their intersection; \"all\" in the union grants what the rest grant", () => {
+    expectTypeOf<Capability.Granted<"Write", readonly [TB, FW] | readonly [FW, LockE] | readonly [LockE, FW, TB]>>()
+      .toEqualTypeOf<Capability.Write<FW>>()
+    expectTypeOf<Capability.Granted<"Write", readonly [TB] | readonly [LockE]>>().toEqualTypeOf<never>()
+    expectTypeOf<Capability.Granted<"Read", "all" | readonly [TB, Other]>>()
+      .toEqualTypeOf<Capability.Read<TB> | Capability.Read<Other>>()
+    expectTypeOf<Capability.Granted<"Read", "all" | readonly []>>().toEqualTypeOf<never>()
+    expectTypeOf(Capability.layer({ read: cond ? "all" : [TokenBucket.entity], write: cond ? "all" : [] }))
+      .toEqualTypeOf<Layer.Layer<Capability.Read<TB>>>()
+  })
+
+  it("an array that is not a tuple grants nothing, and Capability.layer refuses it", () => {
+    expectTypeOf<Capability.Granted<"Write", Array<TB>>>().toEqualTypeOf<never>()
+    expectTypeOf<Capability.Granted<"Write", ReadonlyArray<TB | FW>>>().toEqualTypeOf<never>()
+    expectTypeOf<Capability.Granted<"Write", readonly [TB] | Array<TB>>>().toEqualTypeOf<never>()
+    expectTypeOf<Capability.Granted<"Write", Capability.Entities>>().toEqualTypeOf<never>()
+    // A list widened by plain assignment: its type no longer says which entities it holds.
+    const write = cond ? [TokenBucket.entity, FixedWindow.entity] : [TokenBucket.entity]
+    expectTypeOf(write).toEqualTypeOf<Array<TB | FW>>()
+    // @ts-expect-error a grant list must be a tuple
+    Capability.layer({ write })
+    const listed: ReadonlyArray<TB> = [TokenBucket.entity]
+    // @ts-expect-error a grant list must be a tuple
+    Capability.layer({ read: listed })
+    expectTypeOf<Parameters<typeof Capability.layer<readonly [], Array<TB>>>[0]>().toEqualTypeOf<
+      & { readonly read?: readonly [] | undefined; readonly write?: Array<TB> | undefined }
+      & {
+        readonly write: "a grant list must be a tuple (inline, or `as const`): an array type does not say what it holds"
+      }
+    >()
+    // Fixed elements count, rest and optional elements grant nothing.
+    expectTypeOf<Capability.Granted<"Write", readonly [TB, ...Array<FW>]>>().toEqualTypeOf<Capability.Write<TB>>()
+    expectTypeOf<Capability.Granted<"Write", readonly [...Array<FW>, TB]>>().toEqualTypeOf<Capability.Write<TB>>()
+    expectTypeOf(Capability.layer({ write: [TokenBucket.entity] as const })).toEqualTypeOf<
+      Layer.Layer<Capability.Write<TB>>
+    >()
+  })
+
+  it("an entity whose type is a union of kinds grants nothing, and Capability.entity refuses such a kind", () => {
+    // An entity widened by plain assignment.
+    const either: Capability.Entity<"TokenBucket" | "FixedWindow"> = TokenBucket.entity
+    expectTypeOf(Capability.layer({ write: [either] })).toEqualTypeOf<Layer.Layer<never>>()
+    expectTypeOf(Capability.layer({ write: [either, Lock.entity] })).toEqualTypeOf<
+      Layer.Layer<Capability.Write<LockE>>
+    >()
+    const any: Capability.AnyEntity = TokenBucket.entity
+    expectTypeOf(Capability.layer({ read: [any, Other] })).toEqualTypeOf<Layer.Layer<Capability.Read<Other>>>()
+    expectTypeOf<Capability.Granted<"Write", readonly [Capability.Entity<`Token${string}`>]>>()
+      .toEqualTypeOf<never>()
+    // @ts-expect-error an entity's kind must be one string literal
+    Capability.entity<"A" | "B">("A")
+    // @ts-expect-error an entity's kind must be one string literal
+    Capability.entity(cond ? "A" : "B")
+    expectTypeOf<Parameters<typeof Capability.entity<"A" | "B">>[0]>().toEqualTypeOf<
+      "an entity's kind must be one string literal, not a union"
+    >()
+    expectTypeOf<Parameters<typeof Capability.entity<`Token${string}`>>[0]>().toEqualTypeOf<
+      "an entity's kind must be a string literal"
+    >()
+    expectTypeOf(Capability.entity("A")).toEqualTypeOf<Capability.Entity<"A">>()
+  })
+
+  it("a program granted less than it needs does not compile, and its leftover requirement is the write", () => {
+    // The list of the issue: `cond ? [...] : [...]` widened by plain assignment.
+    const write = cond ? [TokenBucket.entity, FixedWindow.entity] : [TokenBucket.entity]
+    const p = WINDOW.acquire("x", 1).pipe(
+      // @ts-expect-error a grant list must be a tuple
+      Effect.provide(Capability.layer({ write })),
+      Effect.provide(Redis.layerMemoryReadOnly())
+    )
+    expectTypeOf<Effect.Effect.Context<typeof p>>().toEqualTypeOf<Capability.Write<FW>>()
+    // @ts-expect-error Write<Entity<"FixedWindow">> is not granted
+    Effect.runPromise(p)
+    // The same conditional inline, or as two tuples: the branches grant TokenBucket alone.
+    const tuples = cond ? [TokenBucket.entity, FixedWindow.entity] as const : [TokenBucket.entity] as const
+    const inline = WINDOW.acquire("x", 1).pipe(
+      Effect.provide(
+        Capability.layer({ write: cond ? [TokenBucket.entity, FixedWindow.entity] : [TokenBucket.entity] })
+      ),
+      Effect.provide(Redis.layerMemoryReadOnly())
+    )
+    expectTypeOf<Effect.Effect.Context<typeof inline>>().toEqualTypeOf<Capability.Write<FW>>()
+    // @ts-expect-error Write<Entity<"FixedWindow">> is not granted by every branch
+    Effect.runPromise(inline)
+    const named = WINDOW.acquire("x", 1).pipe(
+      Effect.provide(Capability.layer({ write: tuples })),
+      Effect.provide(Redis.layerMemoryReadOnly())
+    )
+    expectTypeOf<Effect.Effect.Context<typeof named>>().toEqualTypeOf<Capability.Write<FW>>()
+    // @ts-expect-error Write<Entity<"FixedWindow">> is not granted by every branch
+    Effect.runPromise(named)
+    // What every branch grants is granted.
+    const bucket = TokenBucket.make<string>("b", 5, Rate.perSecond(1)).acquire("x", 1).pipe(
+      Effect.provide(Capability.layer({ write: tuples })),
+      Effect.provide(Redis.layerMemoryReadOnly())
+    )
+    expectTypeOf<Effect.Effect.Context<typeof bucket>>().toEqualTypeOf<never>()
+    Effect.runPromise(bucket)
   })
 })

@@ -111,6 +111,29 @@ export const rate = Rate.make(1, "0 seconds")`
 import { Rate, Redis, TokenBucket } from "wakuwaku"
 const LOGINS = TokenBucket.make<string>("login", 20, Rate.make(1, "3 seconds"))
 LOGINS.acquire("x", 1).pipe(Effect.provide(Redis.layerReadOnly({ url: "redis://127.0.0.1:1" })), Effect.runPromise)`
+  },
+  {
+    name: "a conditional grant list: only what both branches grant",
+    expected: `Write<Entity<"FixedWindow">>`,
+    code: `import { Effect } from "effect"
+import { Capability, FixedWindow, Redis, TokenBucket } from "wakuwaku"
+declare const strict: boolean
+const SIGNUPS = FixedWindow.make<string>("signup", 5, "1 minute")
+const Limiters = Capability.layer({ write: strict ? [TokenBucket.entity] : [TokenBucket.entity, FixedWindow.entity] })
+SIGNUPS.acquire("x", 1).pipe(Effect.provide(Limiters), Effect.provide(Redis.layerMemoryReadOnly()), Effect.runPromise)`
+  },
+  {
+    name: "Capability.layer of an array type",
+    expected: "a grant list must be a tuple (inline, or `as const`): an array type does not say what it holds",
+    code: `import { Capability, TokenBucket } from "wakuwaku"
+const write = [TokenBucket.entity]
+export const Limiters = Capability.layer({ write })`
+  },
+  {
+    name: "Capability.entity of a union of kinds",
+    expected: "an entity's kind must be one string literal, not a union",
+    code: `import { Capability } from "wakuwaku"
+export const Either = Capability.entity<"A" | "B">("A")`
   }
 ] as const
 

@@ -74,12 +74,17 @@ export const granted = (context: Context.Context<never>, verb: Verb): string => 
   return kinds.length === 0 ? "nothing" : kinds.sort().join(", ")
 }
 
-/** @internal The defect of a violated grant, which only a cast can cause. */
-export const violation = (keys: Keys, context: Context.Context<never>): Effect.Effect<never> =>
-  Effect.dieMessage(
+/**
+ * @internal The defect of a violated grant. The operation's type required the capability, so whatever
+ * removed that requirement escaped the compiler's check. The message lists the usual ways and asserts none:
+ * a cast is only one of them (a mutable tuple emptied with `pop()` after its type was fixed is another, with no cast).
+ */
+export const violation = (keys: Keys, context: Context.Context<never>): Effect.Effect<never> => {
+  const needed = `Capability.${keys.verb === "read" ? "Read" : "Write"}<${keys.entityKind}>`
+  return Effect.dieMessage(
     `wakuwaku: this operation needs to ${keys.verb} ${keys.entityKind}, ` +
-      `but the capability in scope does not grant it (granted: ${
-        granted(context, keys.verb)
-      }). A cast has hidden a missing ` +
-      `Capability.${keys.verb === "read" ? "Read" : "Write"}<${keys.entityKind}> from the compiler.`
+      `but the capability in scope does not grant it (granted: ${granted(context, keys.verb)}). ` +
+      `The program's type claimed ${needed} all the same: something the compiler could not check stands ` +
+      `in between, such as a cast, an \`any\`, a @ts-ignore, or a grant list changed after its type was fixed.`
   )
+}
