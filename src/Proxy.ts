@@ -337,8 +337,9 @@ export type Key = (request: KeyInput) => string
 /**
  * Keys by a request header's value; without it (or when empty), by `orElse` (default the client's IP,
  * `ClientIp.resolve()`). A header's keys are `<name>=<value>`, which no address key can be, so a client
- * that sends `X-Api-Key: 127.0.0.5` does not spend the bucket of the client at 127.0.0.5. The client
- * writes its headers: use this only for a header that something in front checks.
+ * that sends `X-Api-Key: 127.0.0.5` does not spend the bucket of the client at 127.0.0.5; `RateLimit.header`
+ * keys the same way. Throws a `TypeError` for a name that is not a header name (a token, RFC 9110 §5.1). The
+ * client writes its headers: use this only for a header that something in front checks.
  *
  * @since 0.1.0
  * @category keys

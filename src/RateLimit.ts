@@ -560,7 +560,10 @@ export const clientIp: (options?: ClientIp.Options) => Key = internal.clientIpKe
 
 /**
  * Keys by a request header's value; without it (or when empty), by `orElse` (default {@link clientIp}`()`).
- * The client writes its headers: use this only for a header that something in front checks.
+ * A header's keys are `<name>=<value>` (the name lowercase), which no address key can be, so a client that
+ * sends `X-Api-Key: 203.0.113.7` does not spend the bucket of the client at 203.0.113.7; `Proxy.header` keys
+ * the same way. Throws a `TypeError` for a name that is not a header name (a token, RFC 9110 §5.1). The
+ * client writes its headers: use this only for a header that something in front checks.
  *
  * @since 0.1.0
  * @category keys
