@@ -10,7 +10,7 @@
  *   not send as they came: `OPTIONS *`, and a transfer coding other than `chunked`). The limiter runs on
  *   the Effect runtime the layer is built in, so its requirements (`Redis`, `Write<TokenBucket.Entity>`)
  *   stay in the layer's type, and the layer has the graceful shutdown of {@link serve}. A denial the store
- *   returned may be remembered until its `retryAfter` (`rateLimit.rememberDenials`), and then a flood of
+ *   repeats may be remembered until its `retryAfter` (`rateLimit.rememberDenials`), and then a flood of
  *   requests over the limit is answered without running any Effect or calling the store.
  * - {@link make} and {@link serve}: the forwarding as an @effect/platform `HttpApp`, served on
  *   @effect/platform-node's `HttpServer`, for composing with other platform middleware
@@ -81,7 +81,7 @@
  *   upstream that stops reading a request body, is bounded only by the client and by the server's
  *   `requestTimeout` (300 s by default, an option of {@link layer}) for receiving a whole request.
  * - A remembered denial (`rememberDenials`) is not lifted by a `reset` of its name elsewhere until it
- *   ends (at most its `retryAfter`); see `RateLimit`'s module doc.
+ *   ends (at most its `retryAfter`); see `RateLimit`'s module doc for this and its other exception.
  * - A response body cut short by the upstream reaches the client cut short: the client's connection is
  *   dropped rather than ended, so it cannot mistake the part for the whole.
  * - Upgrades (WebSocket) and `CONNECT` are not proxied: `Upgrade` is a hop-by-hop header, so an
@@ -337,8 +337,9 @@ export type Key = (request: KeyInput) => string
 /**
  * Keys by a request header's value; without it (or when empty), by `orElse` (default the client's IP,
  * `ClientIp.resolve()`). A header's keys are `<name>=<value>`, which no address key can be, so a client
- * that sends `X-Api-Key: 127.0.0.5` does not spend the bucket of the client at 127.0.0.5. The client
- * writes its headers: use this only for a header that something in front checks.
+ * that sends `X-Api-Key: 127.0.0.5` does not spend the bucket of the client at 127.0.0.5; `RateLimit.header`
+ * keys the same way. Throws a `TypeError` for a name that is not a header name (a token, RFC 9110 §5.1). The
+ * client writes its headers: use this only for a header that something in front checks.
  *
  * @since 0.1.0
  * @category keys

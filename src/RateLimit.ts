@@ -41,13 +41,18 @@
  * endpoints and groups with `.middleware(Tag)` answer a denial with a 429 the API encodes, list it in
  * their OpenAPI responses, and a client made from the API fails with `RateLimitExceeded`, typed.
  *
- * **Denial memory** (`rememberDenials: n`, off by default). A denial the store returned is remembered in
+ * **Denial memory** (`rememberDenials: n`, off by default). A denial the store repeats is remembered in
  * this process, for the same name and cost, until its `retryAfter`: further requests of that client are
- * answered 429 from memory, with no store call. This changes no decision: a token bucket cannot refill
- * into an earlier allowance, a fixed window's count only grows until it ends, and other replicas can only
- * spend more. The one exception is a `reset` of the name elsewhere, which this process does not see until
- * the remembered denial ends. The memory holds at most `n` names (past it, the one remembered longest ago
- * is dropped); a denial ends no later than the store's and its `Retry-After` is never earlier.
+ * answered 429 from memory, with no store call. Before a denial is remembered the store is asked again,
+ * read-only, once the request's own refunds have landed, and only the limiters that still deny are
+ * remembered, with the retry they give then: on a Cluster, a denial made by another request's per-slot
+ * spend, refunded since, is not kept (it would have kept, say, an hour-long window's `Retry-After`). This
+ * changes no decision: a token bucket cannot refill into an earlier allowance, a fixed window's count only
+ * grows until it ends, and other replicas can only spend more. The exceptions are what gives back: a
+ * `reset` (or a bucket's `refund`) of the name elsewhere, which this process does not see until the
+ * remembered denial ends, and on a Cluster another request's per-slot spend still in flight when the store
+ * is asked again. The memory holds at most `n` names (past it, the one remembered longest ago is dropped);
+ * a denial ends no later than the store's and its `Retry-After` is never earlier.
  *
  * **Header fields.** The fields of draft-ietf-httpapi-ratelimit-headers-11 ({@link draft}), Structured
  * Field Lists named by the limiter's namespace: `RateLimit-Policy: "login";q=20;w=60` and
@@ -560,7 +565,10 @@ export const clientIp: (options?: ClientIp.Options) => Key = internal.clientIpKe
 
 /**
  * Keys by a request header's value; without it (or when empty), by `orElse` (default {@link clientIp}`()`).
- * The client writes its headers: use this only for a header that something in front checks.
+ * A header's keys are `<name>=<value>` (the name lowercase), which no address key can be, so a client that
+ * sends `X-Api-Key: 203.0.113.7` does not spend the bucket of the client at 203.0.113.7; `Proxy.header` keys
+ * the same way. Throws a `TypeError` for a name that is not a header name (a token, RFC 9110 §5.1). The
+ * client writes its headers: use this only for a header that something in front checks.
  *
  * @since 0.1.0
  * @category keys

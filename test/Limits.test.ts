@@ -10,6 +10,8 @@
  *   the run took).
  * - On a Cluster: keys in one slot go in one script; keys in several are split per slot, and a group that
  *   allowed is refunded when another denies.
+ * - `Limits.check`, the read-only question "when would each allow?": the model's answer, exact, on the
+ *   embedded backend; nothing written; per slot on a Cluster.
  */
 import { describe, expect, it as plain } from "@effect/vitest"
 import keySlot from "cluster-key-slot"
@@ -102,7 +104,19 @@ class Model {
 
   /** Every limiter's own verdict now, and the group's; applies the spend when the group allows. */
   acquire(name: string, cost: number, now: number): { allowed: boolean; admissions: Array<Verdict> } {
-    const own = this.limiters.map((l, i): { fits: boolean; verdict: Verdict; spend: () => void; after: number } => {
+    const own = this.own(name, cost, now)
+    const allowed = own.every((o) => o.fits)
+    if (allowed) own.forEach((o) => o.spend())
+    return { allowed, admissions: own.map((o) => allowed ? ["Allowed", o.after] as const : o.verdict) }
+  }
+
+  /** What `Limits.check` replies: per limiter 0 when it would allow now, else its own denial's retry (-1: never). */
+  waits(name: string, cost: number, now: number): Array<number> {
+    return this.own(name, cost, now).map((o) => o.fits ? 0 : (o.verdict[1] ?? -1))
+  }
+
+  private own(name: string, cost: number, now: number) {
+    return this.limiters.map((l, i): { fits: boolean; verdict: Verdict; spend: () => void; after: number } => {
       if (l.kind === "T") {
         const level = this.level16(i, l, name, now)
         if (cost > l.capacity) return { fits: false, verdict: ["Denied", null], spend: () => {}, after: 0 }
@@ -141,9 +155,6 @@ class Model {
         spend: () => this.windows.set(`${i}:${name}`, { start, count: count + cost })
       }
     })
-    const allowed = own.every((o) => o.fits)
-    if (allowed) own.forEach((o) => o.spend())
-    return { allowed, admissions: own.map((o) => allowed ? ["Allowed", o.after] as const : o.verdict) }
   }
 }
 
@@ -197,29 +208,36 @@ const manualClock = () => {
 }
 
 describe("Limits against a model of the rule, on the embedded backend (exact, on a clock the test moves)", () => {
-  plain("every outcome is the model's: the decision, each limiter's verdict, remaining and retry", async () => {
-    await fc.assert(
-      fc.asyncProperty(
-        limiterModels([100_000, 300_000, 1_000_000], [100_000, 200_000, 400_000]),
-        requests(12),
-        async (models, ops) => {
-          const model = new Model(models)
-          const limiters = models.map(limiterOf)
-          const { advance, clock } = manualClock()
-          await Effect.gen(function*() {
-            let now = 0
-            for (const op of ops) {
-              now += op.wait * 25_000
-              advance(op.wait * 25_000)
-              const expected = model.acquire(op.name, op.cost, now)
-              expect(yield* decide(limiters, op.name, op.cost)).toEqual(expected)
-            }
-          }).pipe(Effect.provide(Redis.layerMemory()), Effect.withClock(clock), Effect.runPromise)
-        }
-      ),
-      { numRuns: 300 }
-    )
-  })
+  plain(
+    "every outcome is the model's: the decision, each limiter's verdict, remaining and retry; and every check",
+    async () => {
+      await fc.assert(
+        fc.asyncProperty(
+          limiterModels([100_000, 300_000, 1_000_000], [100_000, 200_000, 400_000]),
+          requests(12),
+          async (models, ops) => {
+            const model = new Model(models)
+            const limiters = models.map(limiterOf)
+            const { advance, clock } = manualClock()
+            await Effect.gen(function*() {
+              let now = 0
+              for (const op of ops) {
+                now += op.wait * 25_000
+                advance(op.wait * 25_000)
+                // The check first: it writes nothing, so the decision after it is the model's still.
+                expect(yield* limits.check(group(...limiters), op.name, op.cost)).toEqual(
+                  model.waits(op.name, op.cost, now)
+                )
+                const expected = model.acquire(op.name, op.cost, now)
+                expect(yield* decide(limiters, op.name, op.cost)).toEqual(expected)
+              }
+            }).pipe(Effect.provide(Redis.layerMemory()), Effect.withClock(clock), Effect.runPromise)
+          }
+        ),
+        { numRuns: 300 }
+      )
+    }
+  )
 })
 
 describe("Limits against the model on Redis (real time, slow rates)", () => {
@@ -338,6 +356,37 @@ describe("Limits on a Redis Cluster", () => {
   )
 })
 
+describe("Limits.check on a Redis Cluster", () => {
+  plain.effect(
+    "keys in several slots: one read-only call per slot, the waits in the limiters' order",
+    () =>
+      Effect.gen(function*() {
+        const bucket = TokenBucket.make<string>(freshNamespace(), 1, Rate.make(1, "1000 seconds"))
+        const window = FixedWindow.make<string>(freshNamespace(), 5, "1 hour")
+        const other = TokenBucket.make<string>(freshNamespace(), 9, Rate.make(1, "1000 seconds"))
+        let name = "n0"
+        for (let i = 0; new Set([bucket, window, other].map((l) => keySlot(keyOf(l, name)))).size < 3; i++) {
+          name = `n${i}`
+        }
+        yield* bucket.acquire(name, 1)
+        const store = yield* counting
+        const waits = yield* limits.check(group(bucket, window, other), name, 6).pipe(Effect.provide(store.layer))
+        // The first call learns from CROSSSLOT that this is a cluster; then one call per slot.
+        expect(store.calls).toEqual(["Limits.check", "Limits.check", "Limits.check", "Limits.check"])
+        expect(waits[0]).toBe(-1)
+        expect(waits[1]).toBe(-1)
+        // Six tokens of nine: none spent, it would allow now.
+        expect(waits[2]).toBe(0)
+        store.calls.length = 0
+        const again = yield* limits.check(group(bucket, window, other), name, 1).pipe(Effect.provide(store.layer))
+        expect(store.calls).toEqual(["Limits.check", "Limits.check", "Limits.check"])
+        expect(again[0]).toBeGreaterThan(990_000)
+        expect(again[0]).toBeLessThanOrEqual(1_000_000)
+        expect(again.slice(1)).toEqual([0, 0])
+      }).pipe(Effect.provide(ClusterLive))
+  )
+})
+
 const keyOf = (limiter: Limiter, name: string) =>
   `@@wakuwaku:${TokenBucket.isTokenBucket(limiter) ? "TokenBucket" : "FixedWindow"}:${limiter.namespace}:${name}`
 
@@ -412,6 +461,37 @@ forEachBackend("Limits.acquire: several limiters, all or nothing", (it) => {
       expect(long).toMatchObject({ _tag: "InvalidInput", argument: "name" })
       expect(yield* command("EXISTS", `@@wakuwaku:TokenBucket:${bucket.namespace}:n`)).toBe(0)
       expect(yield* command("EXISTS", `@@wakuwaku:FixedWindow:${window.namespace}:n`)).toBe(0)
+    }))
+
+  it.effect("Limits.check says when each would allow, writing nothing; a bad cost is InvalidInput", () =>
+    Effect.gen(function*() {
+      const bucket = TokenBucket.make<string>(freshNamespace(), 1, Rate.make(1, "1000 seconds"))
+      const window = FixedWindow.make<string>(freshNamespace(), 1, "1 hour")
+      const check = (name: string, cost: number) => limits.check(group(bucket, window), name, cost)
+      const bucketKey = `@@wakuwaku:TokenBucket:${bucket.namespace}:n`
+      const windowKey = `@@wakuwaku:FixedWindow:${window.namespace}:n`
+      // Nothing held yet: both would allow, and the check creates no key.
+      expect(yield* check("n", 1)).toEqual([0, 0])
+      expect([yield* command("EXISTS", bucketKey), yield* command("EXISTS", windowKey)]).toEqual([0, 0])
+      expect((yield* decide([bucket, window], "n", 1)).allowed).toBe(true)
+      const before = [yield* command("GET", bucketKey), yield* command("GET", windowKey)]
+      const [bucketWait, windowWait] = yield* check("n", 1)
+      // One token in 1000 s: just under 1000 s; the window: until it ends, within the hour.
+      expect(bucketWait).toBeGreaterThan(990_000)
+      expect(bucketWait).toBeLessThanOrEqual(1_000_000)
+      expect(windowWait).toBeGreaterThan(0)
+      expect(windowWait).toBeLessThanOrEqual(3_600_000)
+      // A cost above a quota: never.
+      expect(yield* check("n", 2)).toEqual([-1, -1])
+      expect([yield* command("GET", bucketKey), yield* command("GET", windowKey)]).toEqual(before)
+      const bad = yield* Effect.flip(check("n", -1))
+      expect(bad).toEqual(
+        new Redis.InvalidInput({
+          operation: `TokenBucket(${bucket.namespace}) + FixedWindow(${window.namespace}).check`,
+          argument: "cost",
+          message: "cost must be a non-negative safe integer, got -1"
+        })
+      )
     }))
 
   it.effect("every key written has a TTL", () =>

@@ -24,6 +24,7 @@ describe("scripts", () => {
       "FixedWindow.acquireMany",
       "FixedWindow.peek",
       "Limits.acquire",
+      "Limits.check",
       "Limits.refund",
       "Lock.acquire",
       "Lock.acquireMany",

@@ -99,10 +99,10 @@ const take = (db: Script.Keyspace, key: string, w: Window, cost: number): Script
 const acquireTwin: Script.Twin = (db, keys, argv) => take(db, keys[0]!, windowOf(argv[0]!), Number(argv[1]))
 
 /**
- * The window as a member of several limits decided as one (./limits.ts): its own acquire's condition
- * (cost ≤ limit and cost ≤ what is left), and a refund of the window spent from only: its count less the
- * cost (never below 0; deleted at 0), while that window lasts; a window that has ended has nothing to give
- * back.
+ * The window as a member of several limits decided as one (./limits.ts): its own acquire's condition and
+ * wait (cost ≤ limit and cost ≤ what is left; else until the window ends, -1 when cost > limit), and a
+ * refund of the window spent from only: its count less the cost (never below 0; deleted at 0), while that
+ * window lasts; a window that has ended has nothing to give back.
  */
 limits.register<Window>({
   kind: KIND,
@@ -110,8 +110,11 @@ limits.register<Window>({
   lua: `${FUNCTIONS_AT_NOW}local function current(w) return now - math.fmod(now, w.size) end
 families['W'] = {
   parse = window,
-  fits = function(key, w, cost)
-    return not (cost > w.limit) and not (cost > math.max(0, w.limit - used(key, current(w))))
+  wait = function(key, w, cost)
+    if cost > w.limit then return -1 end
+    local start = current(w)
+    if cost > math.max(0, w.limit - used(key, start)) then return math.ceil((start + w.size - now) / 1000) end
+    return 0
   end,
   take = take,
   left = function(key, w) return math.max(0, w.limit - used(key, current(w))) end,
@@ -133,8 +136,11 @@ families['W'] = {
 `,
   twin: {
     parse: windowOf,
-    fits: (db, key, w, cost) =>
-      !(cost > w.limit) && !(cost > Math.max(0, w.limit - usedTwin(db, key, db.now - db.now % w.size))),
+    wait: (db, key, w, cost) => {
+      if (cost > w.limit) return -1
+      const start = db.now - db.now % w.size
+      return cost > Math.max(0, w.limit - usedTwin(db, key, start)) ? Math.ceil((start + w.size - db.now) / 1000) : 0
+    },
     take: (db, key, w, cost) => take(db, key, w, cost) as ReadonlyArray<number>,
     left: (db, key, w) => Math.max(0, w.limit - usedTwin(db, key, db.now - db.now % w.size)),
     start: (db, w) => db.now - db.now % w.size,

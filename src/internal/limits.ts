@@ -17,6 +17,9 @@
  *   that fails (the store is down) is lost: those units come back with the refill or the window's end.
  *   The first cross-slot call on a cluster learns it is one from its `CROSSSLOT` (which spent nothing);
  *   later ones split at once.
+ * - **Asking again** (`Limits.check`, {@link check}): when each limiter would allow the cost, writing nothing.
+ *   Asked after a decision (and its refunds), it tells the denials the store repeats from those made by a
+ *   spend refunded since; the HTTP denial memory keeps only the former (./http/denials.ts).
  */
 import keySlot from "cluster-key-slot"
 import * as Duration from "effect/Duration"
@@ -42,9 +45,10 @@ export type AnyLimiter = limiter.Limiter<string, Capability.AnyEntity>
  * so that the group knows nothing of any structure's arithmetic.
  *
  * - `lua` runs in a block of its own, after `now` is set (server time, µs) and a table `families` is
- *   declared. It defines its functions and ends with `families['<letter>'] = {parse, fits, take, left,
- *   start, refund}`: `parse(s)` its parameters (the limiter's `shape`); `fits(key, p, cost)` whether its
- *   own acquire would allow `cost` now; `take(key, p, cost)` its own acquire (allowed, ms, remaining);
+ *   declared. It defines its functions and ends with `families['<letter>'] = {parse, wait, take, left,
+ *   start, refund}`: `parse(s)` its parameters (the limiter's `shape`); `wait(key, p, cost)` when its own
+ *   acquire would allow `cost` if nobody spent meanwhile, writing nothing: 0 now, else the ms its own denial
+ *   replies (-1 never); `take(key, p, cost)` its own acquire (allowed, ms, remaining);
  *   `left(key, p)` the whole units it holds now; `start(p)` the window spent from (µs; 0 when none);
  *   `refund(key, p, cost, start)` gives `cost` back to what `take` spent at `start`.
  * - `twin` does the same on the embedded keyspace.
@@ -57,7 +61,7 @@ export interface Family<P = unknown> {
   readonly lua: string
   readonly twin: {
     readonly parse: (s: string) => P
-    readonly fits: (db: Script.Keyspace, key: string, p: P, cost: number) => boolean
+    readonly wait: (db: Script.Keyspace, key: string, p: P, cost: number) => number
     readonly take: (db: Script.Keyspace, key: string, p: P, cost: number) => ReadonlyArray<number>
     readonly left: (db: Script.Keyspace, key: string, p: P) => number
     readonly start: (db: Script.Keyspace, p: P) => number
@@ -100,6 +104,7 @@ const parseSpec = (spec: string) => {
 interface Scripts {
   readonly acquire: Script.Script<Outcome>
   readonly refund: Script.Script<number>
+  readonly check: Script.Script<ReadonlyArray<number>>
 }
 
 let made: Scripts | undefined
@@ -118,6 +123,9 @@ let made: Scripts | undefined
  * - `Limits.refund` gives `cost` back to limiters that `Limits.acquire` spent from (the allowed groups of
  *   a decision another slot's group denied). KEYS one per limiter; ARGV[1] the cost, then per limiter its
  *   spec and the start `Limits.acquire` replied. Returns the number of limiters.
+ * - `Limits.check` asks, writing nothing, when each limiter's own acquire would allow `cost`. KEYS one per
+ *   limiter; ARGV[1] the cost, then one spec per limiter. Returns per limiter 0 (now), the ms until then, or
+ *   -1 (never: the cost is above its quota).
  */
 export const scripts = (): Scripts => {
   if (made !== undefined) return made
@@ -131,7 +139,7 @@ for i = 1, #KEYS do
   local spec = ARGV[i + 1]
   local family = families[string.sub(spec, 1, 1)]
   local params = family.parse(string.sub(spec, 3))
-  local ok = family.fits(KEYS[i], params, cost)
+  local ok = family.wait(KEYS[i], params, cost) == 0
   found[i] = {family, params, ok}
   if not ok then all = 0 end
 end
@@ -155,7 +163,7 @@ return reply
       const cost = Number(argv[0])
       const found = keys.map((key, i) => {
         const { family, params } = parseSpec(argv[i + 1]!)
-        return { family, params, ok: family.twin.fits(db, key, params, cost) }
+        return { family, params, ok: family.twin.wait(db, key, params, cost) === 0 }
       })
       const all = found.every((f) => f.ok) ? 1 : 0
       const reply: Array<number> = [all]
@@ -192,7 +200,33 @@ return #KEYS
     },
     decode: (reply) => typeof reply === "number" ? Either.right(reply) : Either.left("the number of limiters")
   })
-  return made = { acquire, refund }
+  const check = defineOver({
+    name: "Limits.check",
+    keys: 1,
+    shared: 1,
+    readOnly: true,
+    lua: `${prelude()}local cost = tonumber(ARGV[1])
+local reply = {}
+for i = 1, #KEYS do
+  local spec = ARGV[i + 1]
+  local family = families[string.sub(spec, 1, 1)]
+  reply[i] = family.wait(KEYS[i], family.parse(string.sub(spec, 3)), cost)
+end
+return reply
+`,
+    twin: (db, keys, argv) => {
+      const cost = Number(argv[0])
+      return keys.map((key, i) => {
+        const { family, params } = parseSpec(argv[i + 1]!)
+        return family.twin.wait(db, key, params, cost)
+      })
+    },
+    decode: (reply) =>
+      Array.isArray(reply) && reply.length > 0 && reply.every((ms) => isInt(ms) && ms >= -1)
+        ? Either.right(reply as ReadonlyArray<number>)
+        : Either.left("the ms until each limiter allows (0 now, -1 never)")
+  })
+  return made = { acquire, refund, check }
 }
 
 /** @internal What a group decided: every limiter's own verdict, and whether the request was spent from all. */
@@ -257,6 +291,58 @@ export const checkGroup = (limiters: ReadonlyArray<AnyLimiter>): string | undefi
   return undefined
 }
 
+/** A call on a group of limiters: their keys and specs, and the cost as ARGV takes it. */
+interface Call {
+  readonly keys: ReadonlyArray<string>
+  readonly specs: ReadonlyArray<string>
+  readonly units: string
+}
+
+/**
+ * Runs `f` on the call of `limiters` for `cost` on `name`, once the cost (a non-negative safe integer) and the
+ * name are checked (else `InvalidInput` of `verb`, before anything is sent) and the right to write every
+ * limiter's entity is.
+ */
+const withCall = <A>(
+  limiters: ReadonlyArray<AnyLimiter>,
+  name: string,
+  cost: number,
+  verb: string,
+  f: (redis: Redis.Service, call: Call) => Effect.Effect<A, Redis.RedisError>
+): Effect.Effect<A, Redis.RedisError | Redis.InvalidInput, Redis.Redis> => {
+  if (!isInt(cost) || cost < 0) {
+    return Effect.fail(
+      new Redis.InvalidInput({
+        operation: `${limiters.map((l) => l.label).join(" + ")}.${verb}`,
+        argument: "cost",
+        message: `cost must be a non-negative safe integer, got ${String(cost)}`
+      })
+    )
+  }
+  const keys: Array<string> = []
+  for (const limiter of limiters) {
+    const key = limiter.keyOf(verb, name)
+    if (typeof key !== "string") return Effect.fail(key)
+    keys.push(key)
+  }
+  const call: Call = { keys, specs: limiters.map(specOfLimiter), units: String(cost) }
+  // The right to write each limiter's entity, checked before the call.
+  const entities = [...new Map(limiters.map((l) => [l.entity.kind, l.entity])).values()]
+  return withWrites(entities, (redis) => f(redis, call))
+}
+
+/** `whole` on one server; on a Cluster (known, or learned from a `CROSSSLOT` of `whole`: it ran nothing), `split`. */
+const slotted = <A>(
+  redis: Redis.Service,
+  whole: () => Effect.Effect<A, Redis.RedisError>,
+  split: () => Effect.Effect<A, Redis.RedisError>
+): Effect.Effect<A, Redis.RedisError> =>
+  clusters.has(redis) ? split() : Effect.catchIf(whole(), isCrossSlot, () =>
+    Effect.suspend(() => {
+      clusters.add(redis)
+      return split()
+    }))
+
 /**
  * @internal Asks every limiter for `cost` on `name`, all or nothing (see the module doc). Fails with
  * `InvalidInput` for a cost that is not a non-negative safe integer or a name the limiters cannot key,
@@ -267,41 +353,44 @@ export const acquire = (
   limiters: ReadonlyArray<AnyLimiter>,
   name: string,
   cost: number
-): Effect.Effect<Outcome, Redis.RedisError | Redis.InvalidInput, Redis.Redis> => {
-  const operation = `${limiters.map((l) => l.label).join(" + ")}.acquire`
-  if (!isInt(cost) || cost < 0) {
-    return Effect.fail(
-      new Redis.InvalidInput({
-        operation,
-        argument: "cost",
-        message: `cost must be a non-negative safe integer, got ${String(cost)}`
-      })
-    )
-  }
-  const keys: Array<string> = []
-  for (const limiter of limiters) {
-    const key = limiter.keyOf("acquire", name)
-    if (typeof key !== "string") return Effect.fail(key)
-    keys.push(key)
-  }
-  const specs = limiters.map(specOfLimiter)
-  const units = String(cost)
-  const decide = (redis: Redis.Service): Effect.Effect<Outcome, Redis.RedisError> =>
-    clusters.has(redis)
-      ? split(redis, keys, specs, units)
-      : Effect.catchIf(
-        redis.script(scripts().acquire, keys, [units, ...specs]),
-        isCrossSlot,
-        () =>
-          Effect.suspend(() => {
-            clusters.add(redis)
-            return split(redis, keys, specs, units)
-          })
-      )
-  // The right to write each limiter's entity, checked before the call.
-  const entities = [...new Map(limiters.map((l) => [l.entity.kind, l.entity])).values()]
-  return withWrites(entities, decide)
-}
+): Effect.Effect<Outcome, Redis.RedisError | Redis.InvalidInput, Redis.Redis> =>
+  withCall(limiters, name, cost, "acquire", (redis, call) =>
+    slotted(
+      redis,
+      () => redis.script(scripts().acquire, call.keys, [call.units, ...call.specs]),
+      () => split(redis, call)
+    ))
+
+/**
+ * @internal Asks every limiter, writing nothing, when its own acquire would allow `cost` on `name` if nobody
+ * spent meanwhile: per limiter, in order, 0 (now), the ms until then (what its denial replies), or -1 (never).
+ * On a Cluster, one call per hash slot, all at once. Asked after a decision's refunds have landed, it tells a
+ * denial the store repeats from one that another request's spend, refunded since, made (see the module doc).
+ * Fails as {@link acquire} does; needs the right to write every limiter's entity (it is part of an acquire).
+ */
+export const check = (
+  limiters: ReadonlyArray<AnyLimiter>,
+  name: string,
+  cost: number
+): Effect.Effect<ReadonlyArray<number>, Redis.RedisError | Redis.InvalidInput, Redis.Redis> =>
+  withCall(limiters, name, cost, "check", (redis, call) =>
+    slotted(
+      redis,
+      () => redis.script(scripts().check, call.keys, [call.units, ...call.specs]),
+      () => {
+        const groups = bySlot(call.keys)
+        return Effect.map(
+          Effect.forEach(groups, (group) => redis.script(scripts().check, ...groupArgs(call, group)), {
+            concurrency: "unbounded"
+          }),
+          (replies) => {
+            const waits = new Array<number>(call.keys.length)
+            groups.forEach((group, g) => group.forEach((i, j) => (waits[i] = replies[g]![j]!)))
+            return waits
+          }
+        )
+      }
+    ))
 
 const withWrites = <A, E>(
   entities: ReadonlyArray<Capability.AnyEntity>,
@@ -313,36 +402,38 @@ const withWrites = <A, E>(
   return access.write(first!, inner) as Effect.Effect<A, E, Redis.Redis>
 }
 
+/** The limiters' indexes grouped by the hash slot of their keys. */
+const bySlot = (keys: ReadonlyArray<string>): Array<Array<number>> => {
+  const groups = new Map<number, Array<number>>()
+  keys.forEach((key, i) => {
+    const slot = keySlot(key)
+    const group = groups.get(slot)
+    if (group === undefined) groups.set(slot, [i])
+    else group.push(i)
+  })
+  return [...groups.values()]
+}
+
+/** The KEYS and ARGV of `group`'s part of `call` (for `Limits.acquire` or `Limits.check`). */
+const groupArgs = (call: Call, group: ReadonlyArray<number>): [ReadonlyArray<string>, ReadonlyArray<string>] => [
+  group.map((i) => call.keys[i]!),
+  [call.units, ...group.map((i) => call.specs[i]!)]
+]
+
 /**
  * One `Limits.acquire` per hash slot, all at once; if any group denied or failed, the groups that spent are
  * refunded before the outcome (or the failure) is returned. Uninterruptible, so that a spend is never left
  * without its refund by a client that went away (it waits at most the command timeout).
  */
-const split = (
-  redis: Redis.Service,
-  keys: ReadonlyArray<string>,
-  specs: ReadonlyArray<string>,
-  units: string
-): Effect.Effect<Outcome, Redis.RedisError> => {
-  const bySlot = new Map<number, Array<number>>()
-  keys.forEach((key, i) => {
-    const slot = keySlot(key)
-    const group = bySlot.get(slot)
-    if (group === undefined) bySlot.set(slot, [i])
-    else group.push(i)
-  })
-  const groups = [...bySlot.values()]
+const split = (redis: Redis.Service, call: Call): Effect.Effect<Outcome, Redis.RedisError> => {
+  const { keys, specs, units } = call
+  const groups = bySlot(keys)
   if (groups.length === 1) return redis.script(scripts().acquire, keys, [units, ...specs])
   return Effect.uninterruptible(
     Effect.flatMap(
-      Effect.forEach(
-        groups,
-        (group) =>
-          Effect.either(
-            redis.script(scripts().acquire, group.map((i) => keys[i]!), [units, ...group.map((i) => specs[i]!)])
-          ),
-        { concurrency: "unbounded" }
-      ),
+      Effect.forEach(groups, (group) => Effect.either(redis.script(scripts().acquire, ...groupArgs(call, group))), {
+        concurrency: "unbounded"
+      }),
       (results) => {
         const spent = groups.flatMap((group, g) => {
           const result = results[g]!

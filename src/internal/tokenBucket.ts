@@ -46,6 +46,8 @@ export const isTokenBucket = (u: unknown): u is TokenBucket.TokenBucket<never> =
  *   scripts reply is checked with that same expression, so a call exactly then sees what was promised.
  * - `store(key, b, tokens)` writes the level at `now`, expiring when the bucket is full again (deleting
  *   it when full now).
+ * - `retry(b, tokens, cost, max_wait, allowance)` is the wait (ms) of a denied reservation, until a call with the
+ *   same max_wait would be allowed.
  * - `take(key, b, cost, max_wait)` is one reservation: it takes `cost` if the tokens left would be at
  *   least -(rate × max_wait ms), the debt allowed (`allowance`). It returns three values: allowed
  *   (0|1), ms (allowed: the wait until the debt is paid, at most max_wait; denied: when a call with the
@@ -81,6 +83,14 @@ local function store(key, b, tokens)
     redis.call('SET', key, string.format('%.17g', tokens) .. at, 'PX', string.format('%d', ttl))
   end
 end
+local function retry(b, tokens, cost, max_wait, allowance)
+  local ms = math.ceil(((cost - tokens) * b.period / b.k - max_wait * 1000) / 1000)
+  for _ = 1, 3 do
+    if (tokens + (ms * 1000) * b.k / b.period - cost) + allowance >= 0 then break end
+    ms = ms + 1
+  end
+  return ms
+end
 local function take(key, b, cost, max_wait)
   local capacity, k, period = b.capacity, b.k, b.period
   local tokens = level(key, b)
@@ -101,11 +111,7 @@ local function take(key, b, cost, max_wait)
       if ms > max_wait then ms = max_wait end
     end
   else
-    ms = math.ceil(((cost - tokens) * period / k - max_wait * 1000) / 1000)
-    for _ = 1, 3 do
-      if (tokens + (ms * 1000) * k / period - cost) + allowance >= 0 then break end
-      ms = ms + 1
-    end
+    ms = retry(b, tokens, cost, max_wait, allowance)
   end
   store(key, b, tokens)
   return allowed, ms, math.floor(tokens)
@@ -143,6 +149,14 @@ const store = (db: Script.Keyspace, key: string, b: Shape, tokens: number): void
     db.set(key, `${String(tokens)} ${db.now}`, { px: ttl })
   }
 }
+const retry = (b: Shape, tokens: number, cost: number, maxWait: number, allowance: number): number => {
+  let ms = Math.ceil(((cost - tokens) * b.period / b.k - maxWait * 1000) / 1000)
+  for (let i = 0; i < 3; i++) {
+    if ((tokens + (ms * 1000) * b.k / b.period - cost) + allowance >= 0) break
+    ms = ms + 1
+  }
+  return ms
+}
 const take = (db: Script.Keyspace, key: string, b: Shape, cost: number, maxWait: number): [number, number, number] => {
   const { capacity, k, period } = b
   let tokens = levelOf(db, key, b)
@@ -164,11 +178,7 @@ const take = (db: Script.Keyspace, key: string, b: Shape, cost: number, maxWait:
       if (ms > maxWait) ms = maxWait
     }
   } else {
-    ms = Math.ceil(((cost - tokens) * period / k - maxWait * 1000) / 1000)
-    for (let i = 0; i < 3; i++) {
-      if ((tokens + (ms * 1000) * k / period - cost) + allowance >= 0) break
-      ms = ms + 1
-    }
+    ms = retry(b, tokens, cost, maxWait, allowance)
   }
   store(db, key, b, tokens)
   // Lua hands Redis its numbers as integers, truncated: -0 becomes 0.
@@ -178,15 +188,21 @@ const acquireTwin: Script.Twin = (db, keys, argv) => take(db, keys[0]!, shapeOf(
 
 /**
  * The bucket as a member of several limits decided as one (./limits.ts): its own functions, its own
- * acquire's condition (`take` with max_wait 0: it allows iff cost ≤ capacity and the level less the cost
- * is ≥ 0), and a refund as REFUND's, capped at capacity (no window: `start` is 0).
+ * acquire's condition and wait (`take` with max_wait 0: it allows iff cost ≤ capacity and the level less the
+ * cost is ≥ 0; else its retry, -1 when cost > capacity), and a refund as REFUND's, capped at capacity (no
+ * window: `start` is 0).
  */
 limits.register<Shape>({
   kind: KIND,
   letter: "T",
   lua: `${FUNCTIONS_AT_NOW}families['T'] = {
   parse = shape,
-  fits = function(key, b, cost) return not (cost > b.capacity) and level(key, b) - cost >= 0 end,
+  wait = function(key, b, cost)
+    if cost > b.capacity then return -1 end
+    local tokens = level(key, b)
+    if tokens - cost >= 0 then return 0 end
+    return retry(b, tokens, cost, 0, 0)
+  end,
   take = function(key, b, cost) return take(key, b, cost, 0) end,
   left = function(key, b) return math.floor(level(key, b)) end,
   start = function() return 0 end,
@@ -199,7 +215,11 @@ limits.register<Shape>({
 `,
   twin: {
     parse: shapeOf,
-    fits: (db, key, b, cost) => !(cost > b.capacity) && levelOf(db, key, b) - cost >= 0,
+    wait: (db, key, b, cost) => {
+      if (cost > b.capacity) return -1
+      const tokens = levelOf(db, key, b)
+      return tokens - cost >= 0 ? 0 : retry(b, tokens, cost, 0, 0)
+    },
     take: (db, key, b, cost) => take(db, key, b, cost, 0),
     left: (db, key, b) => Math.floor(levelOf(db, key, b)),
     start: () => 0,

@@ -122,7 +122,7 @@ end
 local w = window(ARGV[1])
 return math.max(0, w.limit - used(KEYS[1], now - math.fmod(now, w.size)))
 
--- Limits.acquire: KEYS 1 per item (items decided together), 1 shared ARGV; sha1 f612d95489b2e0a900294f1f6948646230faab45
+-- Limits.acquire: KEYS 1 per item (items decided together), 1 shared ARGV; sha1 4e0b658c4e2a487aa4d3d42bc9e223e7ae613d12
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local families = {}
@@ -156,6 +156,14 @@ local function store(key, b, tokens)
     redis.call('SET', key, string.format('%.17g', tokens) .. at, 'PX', string.format('%d', ttl))
   end
 end
+local function retry(b, tokens, cost, max_wait, allowance)
+  local ms = math.ceil(((cost - tokens) * b.period / b.k - max_wait * 1000) / 1000)
+  for _ = 1, 3 do
+    if (tokens + (ms * 1000) * b.k / b.period - cost) + allowance >= 0 then break end
+    ms = ms + 1
+  end
+  return ms
+end
 local function take(key, b, cost, max_wait)
   local capacity, k, period = b.capacity, b.k, b.period
   local tokens = level(key, b)
@@ -176,18 +184,19 @@ local function take(key, b, cost, max_wait)
       if ms > max_wait then ms = max_wait end
     end
   else
-    ms = math.ceil(((cost - tokens) * period / k - max_wait * 1000) / 1000)
-    for _ = 1, 3 do
-      if (tokens + (ms * 1000) * k / period - cost) + allowance >= 0 then break end
-      ms = ms + 1
-    end
+    ms = retry(b, tokens, cost, max_wait, allowance)
   end
   store(key, b, tokens)
   return allowed, ms, math.floor(tokens)
 end
 families['T'] = {
   parse = shape,
-  fits = function(key, b, cost) return not (cost > b.capacity) and level(key, b) - cost >= 0 end,
+  wait = function(key, b, cost)
+    if cost > b.capacity then return -1 end
+    local tokens = level(key, b)
+    if tokens - cost >= 0 then return 0 end
+    return retry(b, tokens, cost, 0, 0)
+  end,
   take = function(key, b, cost) return take(key, b, cost, 0) end,
   left = function(key, b) return math.floor(level(key, b)) end,
   start = function() return 0 end,
@@ -232,8 +241,11 @@ end
 local function current(w) return now - math.fmod(now, w.size) end
 families['W'] = {
   parse = window,
-  fits = function(key, w, cost)
-    return not (cost > w.limit) and not (cost > math.max(0, w.limit - used(key, current(w))))
+  wait = function(key, w, cost)
+    if cost > w.limit then return -1 end
+    local start = current(w)
+    if cost > math.max(0, w.limit - used(key, start)) then return math.ceil((start + w.size - now) / 1000) end
+    return 0
   end,
   take = take,
   left = function(key, w) return math.max(0, w.limit - used(key, current(w))) end,
@@ -259,7 +271,7 @@ for i = 1, #KEYS do
   local spec = ARGV[i + 1]
   local family = families[string.sub(spec, 1, 1)]
   local params = family.parse(string.sub(spec, 3))
-  local ok = family.fits(KEYS[i], params, cost)
+  local ok = family.wait(KEYS[i], params, cost) == 0
   found[i] = {family, params, ok}
   if not ok then all = 0 end
 end
@@ -279,7 +291,7 @@ for i = 1, #KEYS do
 end
 return reply
 
--- Limits.refund: KEYS 1 per item (items decided together), 1 shared ARGV; sha1 96067d210d44350f13aef76e9c5d854f1a198272
+-- Limits.check: KEYS 1 per item (items decided together), 1 shared ARGV, read-only; sha1 a38c411d161ac730fa1a9136f53c2f38ee03c152
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local families = {}
@@ -313,6 +325,14 @@ local function store(key, b, tokens)
     redis.call('SET', key, string.format('%.17g', tokens) .. at, 'PX', string.format('%d', ttl))
   end
 end
+local function retry(b, tokens, cost, max_wait, allowance)
+  local ms = math.ceil(((cost - tokens) * b.period / b.k - max_wait * 1000) / 1000)
+  for _ = 1, 3 do
+    if (tokens + (ms * 1000) * b.k / b.period - cost) + allowance >= 0 then break end
+    ms = ms + 1
+  end
+  return ms
+end
 local function take(key, b, cost, max_wait)
   local capacity, k, period = b.capacity, b.k, b.period
   local tokens = level(key, b)
@@ -333,18 +353,19 @@ local function take(key, b, cost, max_wait)
       if ms > max_wait then ms = max_wait end
     end
   else
-    ms = math.ceil(((cost - tokens) * period / k - max_wait * 1000) / 1000)
-    for _ = 1, 3 do
-      if (tokens + (ms * 1000) * k / period - cost) + allowance >= 0 then break end
-      ms = ms + 1
-    end
+    ms = retry(b, tokens, cost, max_wait, allowance)
   end
   store(key, b, tokens)
   return allowed, ms, math.floor(tokens)
 end
 families['T'] = {
   parse = shape,
-  fits = function(key, b, cost) return not (cost > b.capacity) and level(key, b) - cost >= 0 end,
+  wait = function(key, b, cost)
+    if cost > b.capacity then return -1 end
+    local tokens = level(key, b)
+    if tokens - cost >= 0 then return 0 end
+    return retry(b, tokens, cost, 0, 0)
+  end,
   take = function(key, b, cost) return take(key, b, cost, 0) end,
   left = function(key, b) return math.floor(level(key, b)) end,
   start = function() return 0 end,
@@ -389,8 +410,163 @@ end
 local function current(w) return now - math.fmod(now, w.size) end
 families['W'] = {
   parse = window,
-  fits = function(key, w, cost)
-    return not (cost > w.limit) and not (cost > math.max(0, w.limit - used(key, current(w))))
+  wait = function(key, w, cost)
+    if cost > w.limit then return -1 end
+    local start = current(w)
+    if cost > math.max(0, w.limit - used(key, start)) then return math.ceil((start + w.size - now) / 1000) end
+    return 0
+  end,
+  take = take,
+  left = function(key, w) return math.max(0, w.limit - used(key, current(w))) end,
+  start = current,
+  refund = function(key, w, cost, start)
+    local count = used(key, start)
+    local left = math.ceil((start + w.size - now) / 1000)
+    if count > 0 and left > 0 then
+      count = math.max(0, count - cost)
+      if count == 0 then
+        redis.call('DEL', key)
+      else
+        redis.call('SET', key, string.format('%d', start) .. ' ' .. string.format('%d', count), 'PX',
+          string.format('%d', left))
+      end
+    end
+  end
+}
+end
+local cost = tonumber(ARGV[1])
+local reply = {}
+for i = 1, #KEYS do
+  local spec = ARGV[i + 1]
+  local family = families[string.sub(spec, 1, 1)]
+  reply[i] = family.wait(KEYS[i], family.parse(string.sub(spec, 3)), cost)
+end
+return reply
+
+-- Limits.refund: KEYS 1 per item (items decided together), 1 shared ARGV; sha1 825ab433563326564ae61fe820df8e8971817d97
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local families = {}
+do
+local at = ' ' .. string.format('%d', now)
+local shapes = {}
+local function shape(s)
+  local b = shapes[s]
+  if b then return b end
+  local capacity, k, period = string.match(s, '^(%d+) (%d+) (%d+)$')
+  b = {capacity = tonumber(capacity), k = tonumber(k), period = tonumber(period)}
+  shapes[s] = b
+  return b
+end
+local function level(key, b)
+  local state = redis.call('GET', key)
+  if not state then return b.capacity end
+  local sp = string.find(state, ' ', 1, true)
+  local elapsed = now - tonumber(string.sub(state, sp + 1))
+  if elapsed < 0 then elapsed = 0 end
+  local tokens = tonumber(string.sub(state, 1, sp - 1)) + elapsed * b.k / b.period
+  if tokens > b.capacity then return b.capacity end
+  return tokens
+end
+local function store(key, b, tokens)
+  if tokens >= b.capacity then
+    redis.call('DEL', key)
+  else
+    local ttl = math.ceil((b.capacity - tokens) * b.period / b.k / 1000)
+    if ttl < 1 then ttl = 1 end
+    redis.call('SET', key, string.format('%.17g', tokens) .. at, 'PX', string.format('%d', ttl))
+  end
+end
+local function retry(b, tokens, cost, max_wait, allowance)
+  local ms = math.ceil(((cost - tokens) * b.period / b.k - max_wait * 1000) / 1000)
+  for _ = 1, 3 do
+    if (tokens + (ms * 1000) * b.k / b.period - cost) + allowance >= 0 then break end
+    ms = ms + 1
+  end
+  return ms
+end
+local function take(key, b, cost, max_wait)
+  local capacity, k, period = b.capacity, b.k, b.period
+  local tokens = level(key, b)
+  local allowance = 0
+  if max_wait > 0 then allowance = (max_wait * 1000) * k / period end
+  local allowed, ms = 0, 0
+  if cost > capacity then
+    ms = -1
+  elseif (tokens - cost) + allowance >= 0 then
+    tokens = tokens - cost
+    allowed = 1
+    if tokens < 0 then
+      ms = math.ceil(-tokens * period / k / 1000)
+      for _ = 1, 3 do
+        if tokens + (ms * 1000) * k / period >= 0 then break end
+        ms = ms + 1
+      end
+      if ms > max_wait then ms = max_wait end
+    end
+  else
+    ms = retry(b, tokens, cost, max_wait, allowance)
+  end
+  store(key, b, tokens)
+  return allowed, ms, math.floor(tokens)
+end
+families['T'] = {
+  parse = shape,
+  wait = function(key, b, cost)
+    if cost > b.capacity then return -1 end
+    local tokens = level(key, b)
+    if tokens - cost >= 0 then return 0 end
+    return retry(b, tokens, cost, 0, 0)
+  end,
+  take = function(key, b, cost) return take(key, b, cost, 0) end,
+  left = function(key, b) return math.floor(level(key, b)) end,
+  start = function() return 0 end,
+  refund = function(key, b, cost)
+    local tokens = level(key, b) + cost
+    if tokens > b.capacity then tokens = b.capacity end
+    store(key, b, tokens)
+  end
+}
+end
+do
+local windows = {}
+local function window(s)
+  local w = windows[s]
+  if w then return w end
+  local limit, size = string.match(s, '^(%d+) (%d+)$')
+  w = {limit = tonumber(limit), size = tonumber(size)}
+  windows[s] = w
+  return w
+end
+local function used(key, start)
+  local state = redis.call('GET', key)
+  if not state then return 0 end
+  local sp = string.find(state, ' ', 1, true)
+  if tonumber(string.sub(state, 1, sp - 1)) ~= start then return 0 end
+  return tonumber(string.sub(state, sp + 1))
+end
+local function take(key, w, cost)
+  local start = now - math.fmod(now, w.size)
+  local count = used(key, start)
+  local left = math.ceil((start + w.size - now) / 1000)
+  local remaining = math.max(0, w.limit - count)
+  if cost > w.limit then return 0, -1, remaining end
+  if cost > remaining then return 0, left, remaining end
+  if cost > 0 then
+    count = count + cost
+    local state = string.format('%d', start) .. ' ' .. string.format('%d', count)
+    redis.call('SET', key, state, 'PX', string.format('%d', left))
+  end
+  return 1, 0, remaining - cost
+end
+local function current(w) return now - math.fmod(now, w.size) end
+families['W'] = {
+  parse = window,
+  wait = function(key, w, cost)
+    if cost > w.limit then return -1 end
+    local start = current(w)
+    if cost > math.max(0, w.limit - used(key, start)) then return math.ceil((start + w.size - now) / 1000) end
+    return 0
   end,
   take = take,
   left = function(key, w) return math.max(0, w.limit - used(key, current(w))) end,
@@ -1305,7 +1481,7 @@ if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 redis.call('DEL', KEYS[1])
 return 1
 
--- TokenBucket.acquire: KEYS 1; sha1 628262ad6503f9976a6fd783d31964f1e053cbfb
+-- TokenBucket.acquire: KEYS 1; sha1 202f3c208f4f740cba0d4a487a06c36c8a0b3c06
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local at = ' ' .. string.format('%d', now)
@@ -1337,6 +1513,14 @@ local function store(key, b, tokens)
     redis.call('SET', key, string.format('%.17g', tokens) .. at, 'PX', string.format('%d', ttl))
   end
 end
+local function retry(b, tokens, cost, max_wait, allowance)
+  local ms = math.ceil(((cost - tokens) * b.period / b.k - max_wait * 1000) / 1000)
+  for _ = 1, 3 do
+    if (tokens + (ms * 1000) * b.k / b.period - cost) + allowance >= 0 then break end
+    ms = ms + 1
+  end
+  return ms
+end
 local function take(key, b, cost, max_wait)
   local capacity, k, period = b.capacity, b.k, b.period
   local tokens = level(key, b)
@@ -1357,18 +1541,14 @@ local function take(key, b, cost, max_wait)
       if ms > max_wait then ms = max_wait end
     end
   else
-    ms = math.ceil(((cost - tokens) * period / k - max_wait * 1000) / 1000)
-    for _ = 1, 3 do
-      if (tokens + (ms * 1000) * k / period - cost) + allowance >= 0 then break end
-      ms = ms + 1
-    end
+    ms = retry(b, tokens, cost, max_wait, allowance)
   end
   store(key, b, tokens)
   return allowed, ms, math.floor(tokens)
 end
 return {take(KEYS[1], shape(ARGV[1]), tonumber(ARGV[2]), 0)}
 
--- TokenBucket.acquireMany: KEYS 1 per call (a batch of calls laid end to end), 1 shared ARGV; sha1 a42cd373935b30188564a97d6bd3693084d3d827
+-- TokenBucket.acquireMany: KEYS 1 per call (a batch of calls laid end to end), 1 shared ARGV; sha1 54f7688ae234c43c51280be8d234535f6dca33c4
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local at = ' ' .. string.format('%d', now)
@@ -1400,6 +1580,14 @@ local function store(key, b, tokens)
     redis.call('SET', key, string.format('%.17g', tokens) .. at, 'PX', string.format('%d', ttl))
   end
 end
+local function retry(b, tokens, cost, max_wait, allowance)
+  local ms = math.ceil(((cost - tokens) * b.period / b.k - max_wait * 1000) / 1000)
+  for _ = 1, 3 do
+    if (tokens + (ms * 1000) * b.k / b.period - cost) + allowance >= 0 then break end
+    ms = ms + 1
+  end
+  return ms
+end
 local function take(key, b, cost, max_wait)
   local capacity, k, period = b.capacity, b.k, b.period
   local tokens = level(key, b)
@@ -1420,11 +1608,7 @@ local function take(key, b, cost, max_wait)
       if ms > max_wait then ms = max_wait end
     end
   else
-    ms = math.ceil(((cost - tokens) * period / k - max_wait * 1000) / 1000)
-    for _ = 1, 3 do
-      if (tokens + (ms * 1000) * k / period - cost) + allowance >= 0 then break end
-      ms = ms + 1
-    end
+    ms = retry(b, tokens, cost, max_wait, allowance)
   end
   store(key, b, tokens)
   return allowed, ms, math.floor(tokens)
@@ -1447,7 +1631,7 @@ for i = 1, #KEYS / 1 do
 end
 return replies
 
--- TokenBucket.peek: KEYS 1, read-only; sha1 2f538f9ec896f7fdbd70bbb00feca6a98f2af3da
+-- TokenBucket.peek: KEYS 1, read-only; sha1 2fed099172e168bf130a19879240addffa4bdbe8
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local at = ' ' .. string.format('%d', now)
@@ -1479,6 +1663,14 @@ local function store(key, b, tokens)
     redis.call('SET', key, string.format('%.17g', tokens) .. at, 'PX', string.format('%d', ttl))
   end
 end
+local function retry(b, tokens, cost, max_wait, allowance)
+  local ms = math.ceil(((cost - tokens) * b.period / b.k - max_wait * 1000) / 1000)
+  for _ = 1, 3 do
+    if (tokens + (ms * 1000) * b.k / b.period - cost) + allowance >= 0 then break end
+    ms = ms + 1
+  end
+  return ms
+end
 local function take(key, b, cost, max_wait)
   local capacity, k, period = b.capacity, b.k, b.period
   local tokens = level(key, b)
@@ -1499,18 +1691,14 @@ local function take(key, b, cost, max_wait)
       if ms > max_wait then ms = max_wait end
     end
   else
-    ms = math.ceil(((cost - tokens) * period / k - max_wait * 1000) / 1000)
-    for _ = 1, 3 do
-      if (tokens + (ms * 1000) * k / period - cost) + allowance >= 0 then break end
-      ms = ms + 1
-    end
+    ms = retry(b, tokens, cost, max_wait, allowance)
   end
   store(key, b, tokens)
   return allowed, ms, math.floor(tokens)
 end
 return math.max(0, math.floor(level(KEYS[1], shape(ARGV[1]))))
 
--- TokenBucket.refund: KEYS 1; sha1 376314af071e31ea1689156df439476287b1c81c
+-- TokenBucket.refund: KEYS 1; sha1 09e05669414e62befd006dc5864b24b0311d73de
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local at = ' ' .. string.format('%d', now)
@@ -1542,6 +1730,14 @@ local function store(key, b, tokens)
     redis.call('SET', key, string.format('%.17g', tokens) .. at, 'PX', string.format('%d', ttl))
   end
 end
+local function retry(b, tokens, cost, max_wait, allowance)
+  local ms = math.ceil(((cost - tokens) * b.period / b.k - max_wait * 1000) / 1000)
+  for _ = 1, 3 do
+    if (tokens + (ms * 1000) * b.k / b.period - cost) + allowance >= 0 then break end
+    ms = ms + 1
+  end
+  return ms
+end
 local function take(key, b, cost, max_wait)
   local capacity, k, period = b.capacity, b.k, b.period
   local tokens = level(key, b)
@@ -1562,11 +1758,7 @@ local function take(key, b, cost, max_wait)
       if ms > max_wait then ms = max_wait end
     end
   else
-    ms = math.ceil(((cost - tokens) * period / k - max_wait * 1000) / 1000)
-    for _ = 1, 3 do
-      if (tokens + (ms * 1000) * k / period - cost) + allowance >= 0 then break end
-      ms = ms + 1
-    end
+    ms = retry(b, tokens, cost, max_wait, allowance)
   end
   store(key, b, tokens)
   return allowed, ms, math.floor(tokens)
@@ -1577,7 +1769,7 @@ if tokens > b.capacity then tokens = b.capacity end
 store(KEYS[1], b, tokens)
 return math.max(0, math.floor(tokens))
 
--- TokenBucket.reserve: KEYS 1; sha1 f4b4f546b663bf25fa44ffe05621acd314f94401
+-- TokenBucket.reserve: KEYS 1; sha1 f0a2d96a48f28cd8da858c428ee5e406533c4c3c
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local at = ' ' .. string.format('%d', now)
@@ -1609,6 +1801,14 @@ local function store(key, b, tokens)
     redis.call('SET', key, string.format('%.17g', tokens) .. at, 'PX', string.format('%d', ttl))
   end
 end
+local function retry(b, tokens, cost, max_wait, allowance)
+  local ms = math.ceil(((cost - tokens) * b.period / b.k - max_wait * 1000) / 1000)
+  for _ = 1, 3 do
+    if (tokens + (ms * 1000) * b.k / b.period - cost) + allowance >= 0 then break end
+    ms = ms + 1
+  end
+  return ms
+end
 local function take(key, b, cost, max_wait)
   local capacity, k, period = b.capacity, b.k, b.period
   local tokens = level(key, b)
@@ -1629,11 +1829,7 @@ local function take(key, b, cost, max_wait)
       if ms > max_wait then ms = max_wait end
     end
   else
-    ms = math.ceil(((cost - tokens) * period / k - max_wait * 1000) / 1000)
-    for _ = 1, 3 do
-      if (tokens + (ms * 1000) * k / period - cost) + allowance >= 0 then break end
-      ms = ms + 1
-    end
+    ms = retry(b, tokens, cost, max_wait, allowance)
   end
   store(key, b, tokens)
   return allowed, ms, math.floor(tokens)

@@ -1,7 +1,8 @@
 /**
  * The denial memory (`rememberDenials`): a store's denial answered again from memory, with no store call,
  * until its `retryAfter`; never a request refused that the store would allow, never an early
- * `Retry-After`; bounded; the same cost only; and the documented exception, a `reset` elsewhere.
+ * `Retry-After`; bounded; the same cost only; only a denial the store repeats when asked again (not one made
+ * by another request's spend, refunded since); and the documented exception, a `reset` elsewhere.
  */
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { describe, expect, it as plain } from "@effect/vitest"
@@ -10,9 +11,11 @@ import { Rate, Redis, TokenBucket } from "wakuwaku"
 import { RateLimit } from "wakuwaku/http"
 import * as decision from "../../src/internal/http/decision.js"
 import { Denials } from "../../src/internal/http/denials.js"
+import type * as limits from "../../src/internal/limits.js"
 import { forEachBackend } from "../support/backends.js"
 import { fields, get, serve } from "../support/http.js"
 import { freshNamespace } from "../support/redis.js"
+import { transient } from "../support/transient.js"
 
 const hello = Effect.succeed(HttpServerResponse.text("hello"))
 
@@ -40,10 +43,11 @@ forEachBackend("RateLimit.middleware, rememberDenials", (it) => {
       const { v4 } = yield* serve(app).pipe(Effect.provide(store.layer))
       const replies = [yield* get(v4), yield* get(v4), yield* get(v4)]
       expect(replies.map((r) => r.status)).toEqual([200, 200, 429])
-      expect(store.scripts()).toBe(3)
+      // Three decisions, and the denial asked again (Limits.check) before it is remembered.
+      expect(store.scripts()).toBe(4)
       const flood = []
       for (let i = 0; i < 20; i++) flood.push(yield* get(v4))
-      expect(store.scripts()).toBe(3)
+      expect(store.scripts()).toBe(4)
       for (const reply of flood) {
         expect(reply.status).toBe(429)
         expect(reply.body).toBe(replies[2]!.body)
@@ -52,6 +56,25 @@ forEachBackend("RateLimit.middleware, rememberDenials", (it) => {
         expect(reply.headers["retry-after"]).toBe("60")
         expect(fields(reply).limit).toBe(`"${ns}";r=0;t=60`)
       }
+    }))
+
+  it.scoped("a denial made by another request's spend, refunded since, is not remembered: the next asks the store", () =>
+    Effect.gen(function*() {
+      const limiter = TokenBucket.make<string>(freshNamespace(), 2, Rate.make(1, "100 seconds"))
+      const store = yield* transient
+      const app = RateLimit.middleware({ limiter, onStoreFailure: "fail-closed", rememberDenials: 100 })(hello)
+      const { v4 } = yield* serve(app).pipe(Effect.provide(store.layer))
+      expect((yield* get(v4)).status).toBe(200)
+      // The same bucket in another request's group (on a Cluster, a split decision) spends the last token, and is
+      // refunded right after this request's decision has read the bucket.
+      yield* store.spendElsewhere(limiter as unknown as limits.AnyLimiter, "127.0.0.1", 1)
+      const denied = yield* get(v4)
+      expect(fields(denied)).toMatchObject({ status: 429, retryAfter: "100" })
+      expect(yield* limiter.peek("127.0.0.1")).toBe(1)
+      // Nothing remembered: the next request asks the store (one script), which allows.
+      const calls = store.calls.length
+      expect((yield* get(v4)).status).toBe(200)
+      expect(store.calls.length).toBe(calls + 1)
     }))
 
   it.scoped("without the option every request asks the store", () =>

@@ -3,10 +3,11 @@
  * limiter wrote, on Redis and on the memory backend.
  */
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
-import { expect } from "@effect/vitest"
+import { describe, expect, it as plain } from "@effect/vitest"
 import { Effect } from "effect"
 import { Rate, TokenBucket } from "wakuwaku"
 import { RateLimit } from "wakuwaku/http"
+import * as Proxy from "wakuwaku/Proxy"
 import { forEachBackend, keysMatching } from "../support/backends.js"
 import { get, serve } from "../support/http.js"
 import { freshNamespace } from "../support/redis.js"
@@ -24,6 +25,16 @@ const names = (limiter: TokenBucket.TokenBucket<string>) =>
   )
 
 const loopback = ["127.0.0.1", "::1"]
+
+describe("header keys", () => {
+  plain("a header name that is not a token (RFC 9110 §5.1) is refused when the key is made", () => {
+    expect(() => RateLimit.header("x-api=key")).toThrow(
+      new TypeError("wakuwaku/http: a header name must be a token (RFC 9110 §5.1), got \"x-api=key\"")
+    )
+    expect(() => RateLimit.header("")).toThrow(TypeError)
+    expect(() => Proxy.header("x api")).toThrow(TypeError)
+  })
+})
 
 forEachBackend("RateLimit client identity", (it) => {
   it.scoped("no trust configured: X-Forwarded-For is ignored, the socket address keys", () =>
@@ -134,10 +145,26 @@ forEachBackend("RateLimit client identity", (it) => {
       expect((yield* get(header, { "x-api-key": "k1" })).status).toBe(429)
       expect((yield* get(header, { "x-api-key": "k2" })).status).toBe(200)
       expect((yield* get(header)).status).toBe(200)
-      expect(yield* names(byHeader)).toEqual(["127.0.0.1", "k1", "k2"])
+      // A header's keys are `<name>=<value>`, apart from every address key.
+      expect(yield* names(byHeader)).toEqual(["127.0.0.1", "x-api-key=k1", "x-api-key=k2"])
 
       expect((yield* get(fn, { "x-tenant": "acme" })).status).toBe(200)
       expect((yield* get(fn, { "x-tenant": "acme" })).status).toBe(429)
       expect(yield* names(byFunction)).toEqual(["tenant:acme"])
+    }))
+
+  it.scoped("an attacker's header equal to a victim's address does not touch the victim's bucket", () =>
+    Effect.gen(function*() {
+      const limiter = oneShot()
+      const { v4, v6 } = yield* serve(
+        RateLimit.middleware({ limiter, key: RateLimit.header("X-Api-Key"), onStoreFailure: "fail-closed" })(hello)
+      )
+      // The attacker, at ::1, sends the victim's address (127.0.0.1) as its key, and spends its own bucket.
+      expect((yield* get(v6, { "x-api-key": "127.0.0.1" })).status).toBe(200)
+      expect((yield* get(v6, { "x-api-key": "127.0.0.1" })).status).toBe(429)
+      // The victim, at 127.0.0.1 with no header, is keyed by its address: its bucket is untouched.
+      expect((yield* get(v4)).status).toBe(200)
+      expect((yield* get(v4)).status).toBe(429)
+      expect(yield* names(limiter)).toEqual(["127.0.0.1", "x-api-key=127.0.0.1"])
     }))
 })

@@ -2,18 +2,28 @@
  * Several limits in one decision on `RateLimit.middleware` (draft-ietf-httpapi-ratelimit-headers-11, its
  * "Use with multiple windows" example): every policy in `RateLimit-Policy`, the most restrictive (the one
  * closest to being exhausted) in `RateLimit`; a denial spends from none, names every policy that denied and
- * the longest retry; a cost above one quota is a 413; denial memory and store failures with several.
+ * the longest retry; a cost above one quota is a 413; denial memory and store failures with several; a
+ * denial caused by another request's spend, refunded since (a Cluster's split decision), is not remembered.
  */
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { expect } from "@effect/vitest"
+import keySlot from "cluster-key-slot"
 import { Effect, Layer, Logger, LogLevel, Metric } from "effect"
 import { Capability, FixedWindow, Rate, Redis, TokenBucket } from "wakuwaku"
 import { RateLimit } from "wakuwaku/http"
+import * as limits from "../../src/internal/limits.js"
 import { forEachBackend } from "../support/backends.js"
 import { fields, get, serve } from "../support/http.js"
 import { freshNamespace } from "../support/redis.js"
+import { transient } from "../support/transient.js"
 
 const hello = Effect.succeed(HttpServerResponse.text("hello"))
+
+const group = (...limiters: ReadonlyArray<TokenBucket.TokenBucket<string> | FixedWindow.FixedWindow<string>>) =>
+  limiters as unknown as ReadonlyArray<limits.AnyLimiter>
+
+const keyOf = (limiter: TokenBucket.TokenBucket<string> | FixedWindow.FixedWindow<string>, name: string) =>
+  group(limiter)[0]!.keyOf("acquire", name) as string
 
 const count = (policy: string, decision: RateLimit.Decision) =>
   Effect.map(
@@ -51,7 +61,58 @@ const failing: Redis.Service = {
   dedicated: () => Effect.dieMessage("unused")
 }
 
-forEachBackend("RateLimit.middleware, several limiters as one", (it) => {
+forEachBackend("RateLimit.middleware, several limiters as one", (it, backend) => {
+  it.scoped(
+    "denial memory keeps only what the store repeats: not a denial by another request's spend, refunded since; " +
+      "the limit that truly denied, with its retry",
+    () =>
+      Effect.gen(function*() {
+        const client = "127.0.0.1"
+        // On a cluster, two limiters whose keys lie in two slots: the decision is split, as in the issue.
+        let short: TokenBucket.TokenBucket<string>
+        let long: FixedWindow.FixedWindow<string>
+        const windowSeconds = longWindow()
+        do {
+          short = TokenBucket.make<string>(freshNamespace("short"), 1, Rate.make(1, "1 second"))
+          long = FixedWindow.make<string>(freshNamespace("long"), 2, `${windowSeconds} seconds`)
+        } while (keySlot(keyOf(short, client)) === keySlot(keyOf(long, client)))
+        const store = yield* transient
+        const { v4 } = yield* serve(
+          RateLimit.middleware({ limiter: [short, long], onStoreFailure: "fail-closed", rememberDenials: 10 })(hello)
+        ).pipe(Effect.provide(store.layer))
+        expect((yield* get(v4)).status).toBe(200)
+        // Another request's group spends the last unit of the long window, and is refunded right after this
+        // request's decision on the window has read it: this request is denied by the short bucket (truly: it is
+        // empty) and by the window (only while the other spend lasted).
+        yield* store.spendElsewhere(group(long)[0]!, client, 1)
+        store.calls.length = 0
+        const denied = yield* get(v4)
+        const seconds = Number(denied.headers["retry-after"])
+        expect(seconds).toBeGreaterThan(7200)
+        expect(JSON.parse(denied.body)["violated-policies"]).toEqual([short.namespace, long.namespace])
+        const decided = [...store.calls]
+        expect(yield* long.peek(client)).toBe(1)
+        // Remembered: the short bucket's denial alone, with its retry, answered with no store call.
+        const calls = store.calls.length
+        const recalled = yield* get(v4)
+        expect(fields(recalled)).toEqual({
+          status: 429,
+          policy: `"${short.namespace}";q=1;w=1, "${long.namespace}";q=2;w=${windowSeconds}`,
+          limit: `"${short.namespace}";r=0;t=1`,
+          retryAfter: "1"
+        })
+        expect(JSON.parse(recalled.body)["violated-policies"]).toEqual([short.namespace])
+        expect(store.calls.length).toBe(calls)
+        // The denial was checked again, after its decision: one read per slot of the limiters that denied.
+        expect(decided.filter((name) => name === "Limits.check")).toHaveLength(backend.name === "cluster" ? 2 : 1)
+        // Once the bucket has refilled, the store decides, and allows: the window had one unit left all along.
+        yield* Effect.sleep("1 second")
+        expect((yield* get(v4)).status).toBe(200)
+        expect(store.calls.length).toBeGreaterThan(calls)
+        expect([yield* short.peek(client), yield* long.peek(client)]).toEqual([0, 0])
+      })
+  )
+
   it.scoped("the header test: every policy in RateLimit-Policy, the closest to exhaustion in RateLimit", () =>
     Effect.gen(function*() {
       const perSecond = TokenBucket.make<string>(freshNamespace("second"), 10, Rate.perSecond(10))

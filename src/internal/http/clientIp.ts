@@ -1,7 +1,7 @@
 /**
  * @internal Client identity: addresses parsed into bytes, CIDRs, the forwarding headers
- * (`X-Forwarded-For`, RFC 7239 `Forwarded`) and the walk that picks the client's address from them.
- * Pure: no sockets, no Effect.
+ * (`X-Forwarded-For`, RFC 7239 `Forwarded`) and the walk that picks the client's address from them; and the
+ * one key of a request header, which the middleware and the proxy share. Pure: no sockets, no Effect.
  */
 import type * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as Option from "effect/Option"
@@ -189,3 +189,26 @@ export const make = (options?: ClientIp.Options): (request: HttpServerRequest.Ht
 }
 
 const NO_HEADERS: Readonly<Record<string, string | undefined>> = {}
+
+const TOKEN = /^[!#$%&'*+.^_`|~0-9a-z-]+$/
+
+/**
+ * @internal The key of a request header `name`: `<name>=<value>` (the name lowercase), or without the header (or
+ * when empty) `orElse`'s. No address key (a dotted quad, an IPv6 `/prefix` network, `unknown`) holds a `=`, and
+ * a header name cannot: a client that sends a victim's address as the value spends a bucket of its own, and
+ * two headers' keys never meet. A name that is not a token (RFC 9110 §5.1) is a `TypeError` now.
+ */
+export const headerKey = <I extends { readonly headers: Readonly<Record<string, string | undefined>> }, K>(
+  name: string,
+  orElse: (input: I) => K
+): (input: I) => string | K => {
+  const lower = typeof name === "string" ? name.toLowerCase() : ""
+  if (!TOKEN.test(lower)) {
+    throw new TypeError(`wakuwaku/http: a header name must be a token (RFC 9110 §5.1), got ${JSON.stringify(name)}`)
+  }
+  const prefix = `${lower}=`
+  return (input) => {
+    const value = input.headers[lower]
+    return value === undefined || value === "" ? orElse(input) : prefix + value
+  }
+}

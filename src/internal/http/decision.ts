@@ -12,7 +12,6 @@
  *   the longest of their retries, and the `RateLimit` item the policy it comes from (`r=0`, `t` = it);
  * - a cost above a quota (413) names the policies it exceeds, and the smallest of their quotas.
  */
-import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Metric from "effect/Metric"
 import * as MetricLabel from "effect/MetricLabel"
@@ -261,8 +260,8 @@ const limitOf = <LR>(units: ReadonlyArray<Unit>, context: Shared): Limit<LR> => 
       )
     }
     const decided = many
-      ? Effect.map(limits.acquire(limiters, key, cost), (outcome) => fromOutcome(outcome, cost, true, key, 0))
-      : Effect.map(first.limiter.acquire(key, cost), (admission) => fromAdmission(admission, cost, true, key, 0))
+      ? Effect.map(limits.acquire(limiters, key, cost), (outcome) => fromOutcome(outcome, cost, true))
+      : Effect.map(first.limiter.acquire(key, cost), (admission) => fromAdmission(admission, cost, true))
     return Effect.zipRight(
       logged,
       decided.pipe(
@@ -277,14 +276,8 @@ const limitOf = <LR>(units: ReadonlyArray<Unit>, context: Shared): Limit<LR> => 
     )
   }
 
-  /** One limiter's admission as a verdict; a store denial is remembered. */
-  const fromAdmission = (
-    admission: TokenBucket.Admission,
-    cost: number,
-    viaFallback: boolean,
-    key: string,
-    sentAt: number
-  ): Verdict => {
+  /** One limiter's admission as a verdict. */
+  const fromAdmission = (admission: TokenBucket.Admission, cost: number, viaFallback: boolean): Verdict => {
     if (admission._tag === "Allowed") {
       const decision = viaFallback ? "fallback-allowed" : "allowed"
       first.count(decision)
@@ -301,11 +294,7 @@ const limitOf = <LR>(units: ReadonlyArray<Unit>, context: Shared): Limit<LR> => 
         violated: [first.name]
       })
     }
-    const retryAfter = admission.retryAfter.value
-    if (first.memo !== undefined && !viaFallback) {
-      first.memo.remember(key, cost, Duration.toMillis(retryAfter), sentAt, denials.now())
-    }
-    return denied([first], [fields.ceilSeconds(retryAfter)], viaFallback ? "fallback-denied" : "denied")
+    return denied([first], [fields.ceilSeconds(admission.retryAfter.value)], viaFallback ? "fallback-denied" : "denied")
   }
 
   /** A 429 of the policies `by`, with their retries in whole seconds: the longest names the `RateLimit` item. */
@@ -324,14 +313,8 @@ const limitOf = <LR>(units: ReadonlyArray<Unit>, context: Shared): Limit<LR> => 
   }
   const firstDenied = deniedBody([first.name])
 
-  /** Several limiters' outcome as one verdict (see the module doc); the store's denials are remembered. */
-  const fromOutcome = (
-    outcome: limits.Outcome,
-    cost: number,
-    viaFallback: boolean,
-    key: string,
-    sentAt: number
-  ): Verdict => {
+  /** Several limiters' outcome as one verdict (see the module doc). */
+  const fromOutcome = (outcome: limits.Outcome, cost: number, viaFallback: boolean): Verdict => {
     const { admissions } = outcome
     if (outcome.allowed) {
       // The most restrictive: the least remaining, then the longest t, then the first.
@@ -365,20 +348,41 @@ const limitOf = <LR>(units: ReadonlyArray<Unit>, context: Shared): Limit<LR> => 
     }
     const by: Array<Unit> = []
     const seconds: Array<number> = []
-    const receivedAt = viaFallback ? 0 : denials.now()
     admissions.forEach((admission, i) => {
       if (admission._tag === "Allowed" || Option.isNone(admission.retryAfter)) return
-      const u = units[i]!
-      by.push(u)
+      by.push(units[i]!)
       seconds.push(fields.ceilSeconds(admission.retryAfter.value))
-      if (u.memo !== undefined && !viaFallback) {
-        u.memo.remember(key, cost, Duration.toMillis(admission.retryAfter.value), sentAt, receivedAt)
-      }
     })
     return denied(by, seconds, viaFallback ? "fallback-denied" : "denied")
   }
 
+  /**
+   * Remembers the store's denial of `key` at `cost` by the limiters `by`, as the store repeats it when asked
+   * again (`limits.check`), now that this request's own refunds have landed: only the limiters that still
+   * deny, each with the retry it gives then. A denial that another request's spend made, refunded since (a
+   * Cluster's split decision, ../limits.ts), is not kept. If the check fails, nothing is remembered.
+   */
+  const remember = (by: ReadonlyArray<Unit>, key: string, cost: number): Effect.Effect<void, never, Redis.Redis> =>
+    Effect.suspend(() => {
+      const sentAt = denials.now()
+      return limits.check(by.map((u) => u.limiter) as unknown as ReadonlyArray<limits.AnyLimiter>, key, cost).pipe(
+        Effect.map((waits) => {
+          const receivedAt = denials.now()
+          waits.forEach((ms, i) => {
+            if (ms > 0) by[i]!.memo?.remember(key, cost, ms, sentAt, receivedAt)
+          })
+        }),
+        Effect.ignore
+      )
+    })
+
   const remembering = units.some((u) => u.memo !== undefined)
+
+  /** `verdict`, once a store denial (a 429, not a 413) by the limiters `by()` is remembered, if the memory is on. */
+  const settled = (verdict: Verdict, by: () => ReadonlyArray<Unit>, key: string, cost: number) =>
+    verdict.decision === "denied" && remembering
+      ? Effect.as(remember(by(), key, cost), verdict)
+      : Effect.succeed(verdict)
 
   return {
     policy: first.policy,
@@ -398,21 +402,22 @@ const limitOf = <LR>(units: ReadonlyArray<Unit>, context: Shared): Limit<LR> => 
     },
     decide: many
       ? (key, cost) =>
-        Effect.suspend(() => {
-          const sentAt = remembering ? denials.now() : 0
-          return limits.acquire(limiters, key, cost).pipe(
-            Effect.map((outcome) => fromOutcome(outcome, cost, false, key, sentAt)),
-            Effect.catchTag("RedisError", (error) => onFailure(error, key, cost))
-          ) as Effect.Effect<Verdict, Redis.InvalidInput, LR>
-        })
+        limits.acquire(limiters, key, cost).pipe(
+          Effect.flatMap((outcome) =>
+            settled(
+              fromOutcome(outcome, cost, false),
+              () => units.filter((_, i) => outcome.admissions[i]!._tag === "Denied"),
+              key,
+              cost
+            )
+          ),
+          Effect.catchTag("RedisError", (error) => onFailure(error, key, cost))
+        ) as Effect.Effect<Verdict, Redis.InvalidInput, LR>
       : (key, cost) =>
-        Effect.suspend(() => {
-          const sentAt = remembering ? denials.now() : 0
-          return first.limiter.acquire(key, cost).pipe(
-            Effect.map((admission) => fromAdmission(admission, cost, false, key, sentAt)),
-            Effect.catchTag("RedisError", (error) => onFailure(error, key, cost))
-          ) as Effect.Effect<Verdict, Redis.InvalidInput, LR>
-        })
+        first.limiter.acquire(key, cost).pipe(
+          Effect.flatMap((admission) => settled(fromAdmission(admission, cost, false), () => [first], key, cost)),
+          Effect.catchTag("RedisError", (error) => onFailure(error, key, cost))
+        ) as Effect.Effect<Verdict, Redis.InvalidInput, LR>
   }
 }
 

@@ -2,18 +2,30 @@
  * @internal The denial memory: a store's denial, remembered in this process until its `retryAfter`, so
  * that a client flooding past its limit costs no store call per request.
  *
- * Why it changes no decision: a denial says that at the moment the store decided, the name had less than
- * the cost left, and when the same cost fits again if nobody else spends. A token bucket cannot refill
- * into an earlier allowance, a fixed window's count only grows until the window ends, and other replicas
- * can only spend more; so until then the same cost is denied. The one exception is a `reset` elsewhere,
- * which this process does not see until the remembered denial ends.
+ * What it holds: only denials the store repeats when asked again. A decision's denial is not remembered
+ * as it came: ./decision.ts asks the store again (`Limits.check`, which writes nothing), after the
+ * request's own refunds have landed, when each limiter that denied would allow; only those that still deny
+ * are remembered, each with the retry it gives then. On a Cluster, several limits are decided per slot,
+ * and a group that allowed is refunded when another denies (../limits.ts): a request that read a limiter
+ * between that spend and its refund was denied by a spend that is gone, and the check, which comes after,
+ * no longer sees it. On one Redis or the embedded store nothing is refunded, and the check repeats the
+ * decision.
+ *
+ * Why it changes no decision: a remembered denial says that at the moment the store answered the check, the
+ * name had less than the cost left, and when the same cost fits again if nobody else spends. A token bucket
+ * cannot refill into an earlier allowance, a fixed window's count only grows until the window ends, and
+ * other replicas can only spend more; so until then the same cost is denied. The exceptions are what gives
+ * back: a `reset` or a `TokenBucket.refund` elsewhere, which this process does not see until the
+ * remembered denial ends; and on a Cluster, another request's per-slot spend that is still in flight when
+ * the check reads the limiter (it may be refunded a moment later, and the denial it caused stays
+ * remembered).
  *
  * Two instants per denial, both on this process's monotonic clock:
- * - it **ends** at (when the request was sent) + `retryAfter` − 1 ms: no later than the store's own
- *   instant (`retryAfter` is rounded up to whole milliseconds, and the store decided after the request was
+ * - it **ends** at (when the check was sent) + `retryAfter` − 1 ms: no later than the store's own
+ *   instant (`retryAfter` is rounded up to whole milliseconds, and the store answered after the check was
  *   sent), so a request the store would allow is never refused from memory;
- * - its `Retry-After` counts to (when the reply came) + `retryAfter`: no earlier than the store's, so the
- *   advertised time is never early.
+ * - its `Retry-After` counts to (when the check's reply came) + `retryAfter`: no earlier than the store's,
+ *   so the advertised time is never early.
  *
  * A denial is recalled for the same cost only (a larger cost has a later `retryAfter`; a smaller one may
  * pass). The memory holds at most `maxEntries` names: past it, the one remembered longest ago is dropped
@@ -50,7 +62,7 @@ export class Denials {
     return entry.cost === cost ? entry.retryAt - now : undefined
   }
 
-  /** Remembers a store's denial of `name` at `cost`, asked at `sentAt`, answered at `receivedAt`. */
+  /** Remembers a store's denial of `name` at `cost` (its check), asked at `sentAt`, answered at `receivedAt`. */
   remember(name: string, cost: number, retryAfterMs: number, sentAt: number, receivedAt: number): void {
     if (this.entries.has(name)) this.entries.delete(name)
     else if (this.entries.size >= this.maxEntries) {

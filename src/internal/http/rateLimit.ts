@@ -31,14 +31,7 @@ export const clientIpKey = (options?: ClientIp.Options): RateLimit.Key => client
 export const header = <E = never, R = never>(
   name: string,
   options?: { readonly orElse?: RateLimit.Key<E, R> | undefined }
-): RateLimit.Key<E, R> => {
-  const lower = name.toLowerCase()
-  const orElse: RateLimit.Key<E, R> = options?.orElse ?? clientIpKey()
-  return (request) => {
-    const value = request.headers[lower]
-    return value === undefined || value === "" ? orElse(request) : value
-  }
-}
+): RateLimit.Key<E, R> => clientIp.headerKey(name, options?.orElse ?? clientIpKey())
 
 /** Sets a verdict's attributes on the span, if there is one (a server with its tracer disabled has none). */
 const annotate = (span: Tracer.AnySpan | undefined, verdict: decision.Verdict, units: number) => {

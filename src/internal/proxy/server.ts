@@ -415,11 +415,5 @@ export const layer = <LR>(options: Proxy.LayerOptions<LR>): Layer.Layer<Proxy.Se
 }
 
 /** @internal */
-export const headerKey = (name: string, options?: { readonly orElse?: Proxy.Key | undefined }): Proxy.Key => {
-  const lower = name.toLowerCase()
-  const orElse = options?.orElse ?? clientIp.resolver()
-  return (request) => {
-    const value = request.headers[lower]
-    return value === undefined || value === "" ? orElse(request) : `${lower}=${value}`
-  }
-}
+export const headerKey = (name: string, options?: { readonly orElse?: Proxy.Key | undefined }): Proxy.Key =>
+  clientIp.headerKey(name, options?.orElse ?? clientIp.resolver())
