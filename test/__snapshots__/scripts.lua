@@ -122,7 +122,7 @@ end
 local w = window(ARGV[1])
 return math.max(0, w.limit - used(KEYS[1], now - math.fmod(now, w.size)))
 
--- Limits.acquire: KEYS 1 per item (items decided together), 1 shared ARGV; sha1 f612d95489b2e0a900294f1f6948646230faab45
+-- Limits.acquire: KEYS 1 per item (items decided together), 1 shared ARGV; sha1 dcf5fa562de523f8ea865f9818ce4a709742b1da
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local families = {}
@@ -183,7 +183,7 @@ local function take(key, b, cost, max_wait)
     end
   end
   store(key, b, tokens)
-  return allowed, ms, math.floor(tokens)
+  return allowed, ms, math.floor(tokens), tokens
 end
 families['T'] = {
   parse = shape,
@@ -279,7 +279,7 @@ for i = 1, #KEYS do
 end
 return reply
 
--- Limits.refund: KEYS 1 per item (items decided together), 1 shared ARGV; sha1 96067d210d44350f13aef76e9c5d854f1a198272
+-- Limits.refund: KEYS 1 per item (items decided together), 1 shared ARGV; sha1 40374bfa163215c2eda124f7bfcc260e742580af
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local families = {}
@@ -340,7 +340,7 @@ local function take(key, b, cost, max_wait)
     end
   end
   store(key, b, tokens)
-  return allowed, ms, math.floor(tokens)
+  return allowed, ms, math.floor(tokens), tokens
 end
 families['T'] = {
   parse = shape,
@@ -1305,7 +1305,7 @@ if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 redis.call('DEL', KEYS[1])
 return 1
 
--- TokenBucket.acquire: KEYS 1; sha1 628262ad6503f9976a6fd783d31964f1e053cbfb
+-- TokenBucket.acquire: KEYS 1; sha1 0cfa5344da2f535e798ab93d2664a11abf52b07b
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local at = ' ' .. string.format('%d', now)
@@ -1364,11 +1364,12 @@ local function take(key, b, cost, max_wait)
     end
   end
   store(key, b, tokens)
-  return allowed, ms, math.floor(tokens)
+  return allowed, ms, math.floor(tokens), tokens
 end
-return {take(KEYS[1], shape(ARGV[1]), tonumber(ARGV[2]), 0)}
+local allowed, ms, left = take(KEYS[1], shape(ARGV[1]), tonumber(ARGV[2]), 0)
+return {allowed, ms, left}
 
--- TokenBucket.acquireMany: KEYS 1 per call (a batch of calls laid end to end), 1 shared ARGV; sha1 a42cd373935b30188564a97d6bd3693084d3d827
+-- TokenBucket.acquireMany: KEYS 1 per call (a batch of calls laid end to end), 1 shared ARGV; sha1 345939af043ba85af7641c9b088018a40fcff697
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local at = ' ' .. string.format('%d', now)
@@ -1427,7 +1428,7 @@ local function take(key, b, cost, max_wait)
     end
   end
   store(key, b, tokens)
-  return allowed, ms, math.floor(tokens)
+  return allowed, ms, math.floor(tokens), tokens
 end
 local function call(key, params, cost)
   local allowed, retry, remaining = take(key, shape(params), tonumber(cost), 0)
@@ -1447,7 +1448,7 @@ for i = 1, #KEYS / 1 do
 end
 return replies
 
--- TokenBucket.peek: KEYS 1, read-only; sha1 2f538f9ec896f7fdbd70bbb00feca6a98f2af3da
+-- TokenBucket.cancel: KEYS 1; sha1 9805f60fa987dc4a94ba88b21ec3bbf6e0fb4021
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local at = ' ' .. string.format('%d', now)
@@ -1506,11 +1507,84 @@ local function take(key, b, cost, max_wait)
     end
   end
   store(key, b, tokens)
-  return allowed, ms, math.floor(tokens)
+  return allowed, ms, math.floor(tokens), tokens
+end
+local b = shape(ARGV[1])
+local state = redis.call('GET', KEYS[1])
+if not state then return 0 end
+local sp = string.find(state, ' ', 1, true)
+local past = tonumber(ARGV[4]) - tonumber(string.sub(state, 1, sp - 1))
+  + (tonumber(string.sub(state, sp + 1)) - tonumber(ARGV[3])) * b.k / b.period
+if past < -0.5 or past > 0.5 then return 0 end
+local tokens = level(KEYS[1], b) + tonumber(ARGV[2])
+if tokens > b.capacity then tokens = b.capacity end
+store(KEYS[1], b, tokens)
+return 1
+
+-- TokenBucket.peek: KEYS 1, read-only; sha1 c072418a4911d9facbc59549234cc32154e9a81f
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local at = ' ' .. string.format('%d', now)
+local shapes = {}
+local function shape(s)
+  local b = shapes[s]
+  if b then return b end
+  local capacity, k, period = string.match(s, '^(%d+) (%d+) (%d+)$')
+  b = {capacity = tonumber(capacity), k = tonumber(k), period = tonumber(period)}
+  shapes[s] = b
+  return b
+end
+local function level(key, b)
+  local state = redis.call('GET', key)
+  if not state then return b.capacity end
+  local sp = string.find(state, ' ', 1, true)
+  local elapsed = now - tonumber(string.sub(state, sp + 1))
+  if elapsed < 0 then elapsed = 0 end
+  local tokens = tonumber(string.sub(state, 1, sp - 1)) + elapsed * b.k / b.period
+  if tokens > b.capacity then return b.capacity end
+  return tokens
+end
+local function store(key, b, tokens)
+  if tokens >= b.capacity then
+    redis.call('DEL', key)
+  else
+    local ttl = math.ceil((b.capacity - tokens) * b.period / b.k / 1000)
+    if ttl < 1 then ttl = 1 end
+    redis.call('SET', key, string.format('%.17g', tokens) .. at, 'PX', string.format('%d', ttl))
+  end
+end
+local function take(key, b, cost, max_wait)
+  local capacity, k, period = b.capacity, b.k, b.period
+  local tokens = level(key, b)
+  local allowance = 0
+  if max_wait > 0 then allowance = (max_wait * 1000) * k / period end
+  local allowed, ms = 0, 0
+  if cost > capacity then
+    ms = -1
+  elseif (tokens - cost) + allowance >= 0 then
+    tokens = tokens - cost
+    allowed = 1
+    if tokens < 0 then
+      ms = math.ceil(-tokens * period / k / 1000)
+      for _ = 1, 3 do
+        if tokens + (ms * 1000) * k / period >= 0 then break end
+        ms = ms + 1
+      end
+      if ms > max_wait then ms = max_wait end
+    end
+  else
+    ms = math.ceil(((cost - tokens) * period / k - max_wait * 1000) / 1000)
+    for _ = 1, 3 do
+      if (tokens + (ms * 1000) * k / period - cost) + allowance >= 0 then break end
+      ms = ms + 1
+    end
+  end
+  store(key, b, tokens)
+  return allowed, ms, math.floor(tokens), tokens
 end
 return math.max(0, math.floor(level(KEYS[1], shape(ARGV[1]))))
 
--- TokenBucket.refund: KEYS 1; sha1 376314af071e31ea1689156df439476287b1c81c
+-- TokenBucket.refund: KEYS 1; sha1 8c53cc2d40d9ee47de6ce64c010f87059c0f4cd2
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local at = ' ' .. string.format('%d', now)
@@ -1569,7 +1643,7 @@ local function take(key, b, cost, max_wait)
     end
   end
   store(key, b, tokens)
-  return allowed, ms, math.floor(tokens)
+  return allowed, ms, math.floor(tokens), tokens
 end
 local b = shape(ARGV[1])
 local tokens = level(KEYS[1], b) + tonumber(ARGV[2])
@@ -1577,7 +1651,7 @@ if tokens > b.capacity then tokens = b.capacity end
 store(KEYS[1], b, tokens)
 return math.max(0, math.floor(tokens))
 
--- TokenBucket.reserve: KEYS 1; sha1 f4b4f546b663bf25fa44ffe05621acd314f94401
+-- TokenBucket.reserve: KEYS 1; sha1 000e6d22814a06f3548666f3361595eac151d4ee
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local at = ' ' .. string.format('%d', now)
@@ -1636,7 +1710,9 @@ local function take(key, b, cost, max_wait)
     end
   end
   store(key, b, tokens)
-  return allowed, ms, math.floor(tokens)
+  return allowed, ms, math.floor(tokens), tokens
 end
-local granted, ms = take(KEYS[1], shape(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]))
-return {granted, ms}
+local cost = tonumber(ARGV[2])
+local granted, ms, _, tokens = take(KEYS[1], shape(ARGV[1]), cost, tonumber(ARGV[3]))
+if granted == 0 then return {0, ms} end
+return {1, ms, cost, now, string.format('%.17g', tokens)}
