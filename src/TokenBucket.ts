@@ -25,8 +25,13 @@
  *   since Redis 5.
  * - `Denied.retryAfter` is exact: a retry after that long succeeds if nothing else takes tokens.
  * - Reservations queue in the order Redis ran them, from every replica: each waits for the debt of
- *   those before it, so over any interval T the starts admitted are at most capacity + rate × T, and
- *   they are spread evenly. One script call per reservation, no retry loop.
+ *   those before it, so over any interval T the turns granted (when each may start, on the server's
+ *   clock) are at most capacity + rate × T, and they are spread evenly. One script call per
+ *   reservation, no retry loop.
+ * - The bound holds whatever callers give up, in any order, from any number of replicas:
+ *   {@link TokenBucket.cancel} reclaims a reservation's tokens only while its turn is the end of the
+ *   queue, so no turn is ever handed out twice. Tokens given back by {@link TokenBucket.refund} or
+ *   {@link TokenBucket.reset} are outside it: they count as refill.
  *
  * **Caveats.**
  * - `acquire` always writes (even a denial stores the refilled level), so it needs
@@ -141,9 +146,16 @@ export const Admission: Data.TaggedEnum.Constructor<Admission> = Admission_.Admi
 /**
  * The outcome of a {@link TokenBucket.reserve}.
  *
- * - `Granted`: the tokens were taken, perhaps into debt. `wait` is how long the caller must wait before
- *   it starts, until the debt is paid (whole milliseconds, rounded up; zero when the bucket held enough;
- *   never more than `maxWait`).
+ * - `Granted`: the tokens were taken, perhaps into debt.
+ *   - `wait` is how long the caller must wait before it starts, until the debt is paid (whole
+ *     milliseconds, rounded up; zero when the bucket held enough; never more than `maxWait`).
+ *   - `cost` is the tokens it took.
+ *   - `grantedAt` is the server time it was granted at (Redis `TIME`, whole microseconds since the
+ *     epoch; Effect's `Clock` on the embedded backend).
+ *   - `level` is the tokens the bucket held just after it took them: fractional, negative while in
+ *     debt. With `grantedAt`, its place in the queue, which {@link TokenBucket.cancel} reads: its turn
+ *     (the end of the queue just after it) is `grantedAt − level / rate`, and it may start from
+ *     `max(grantedAt, turn)` (in µs: `grantedAt + max(0, −level) × rate.periodMicros / rate.tokens`).
  * - `Refused`: nothing was taken. `retryAfter` is how long until the same reservation would be granted
  *   if nothing else takes tokens (whole milliseconds), or `None` when `cost` exceeds `capacity`.
  *
@@ -151,12 +163,25 @@ export const Admission: Data.TaggedEnum.Constructor<Admission> = Admission_.Admi
  * @category models
  */
 export type Reservation = Data.TaggedEnum<{
-  Granted: { readonly wait: Duration.Duration }
+  Granted: {
+    readonly wait: Duration.Duration
+    readonly cost: number
+    readonly grantedAt: number
+    readonly level: number
+  }
   Refused: { readonly retryAfter: Option.Option<Duration.Duration> }
 }>
 
 /**
- * Constructors and matchers of {@link Reservation}: `Reservation.Granted({ wait })`,
+ * A granted {@link Reservation}: what {@link TokenBucket.cancel} gives back.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Granted = Data.TaggedEnum.Value<Reservation, "Granted">
+
+/**
+ * Constructors and matchers of {@link Reservation}: `Reservation.Granted({ wait, cost, grantedAt, level })`,
  * `Reservation.$is`, `Reservation.$match`.
  *
  * @since 0.1.0
@@ -191,8 +216,9 @@ export interface TokenBucket<in Name extends Redis.KeyName> {
    * at least −(rate × `maxWait`): the bucket may go into debt, and the caller is told to wait until the
    * refill has paid it. `maxWait` is a duration from 0 to 10^11 ms, counted in whole milliseconds
    * (rounded down); with 0 this is {@link TokenBucket.acquire}. Reservations queue behind one another
-   * in the order Redis runs them, whichever replica makes them. One script call; always writes. Bad
-   * input fails with `InvalidInput` and sends nothing.
+   * in the order Redis runs them, whichever replica makes them. A reservation given up on goes back by
+   * {@link TokenBucket.cancel}. One script call; always writes. Bad input fails with `InvalidInput` and
+   * sends nothing.
    */
   readonly reserve: (
     name: Name,
@@ -200,10 +226,25 @@ export interface TokenBucket<in Name extends Redis.KeyName> {
     maxWait: Duration.DurationInput
   ) => Effect.Effect<Reservation, Redis.RedisError | Redis.InvalidInput, Requirements<"write">>
   /**
+   * Gives back a reservation that `reserve(name, …)` granted and that will not start: its caller gave up
+   * while it waited. Its tokens come back (never beyond `capacity`) only if its turn is still the end of
+   * `name`'s queue, that is, every reservation granted after it has been given back already; otherwise
+   * nothing is written and its turn lapses, unused, so that no turn is ever handed out twice. Give back
+   * the last first, and each reclaims in turn. Succeeds with whether its tokens came back (false for a
+   * bucket that is full again). Give each reservation back once: a second cancel of one that was
+   * reclaimed may reclaim the turn of a reservation granted since. A reservation that is not a `Granted`
+   * as `reserve` made it fails with `InvalidInput` (argument `reservation`) and sends nothing.
+   */
+  readonly cancel: (
+    name: Name,
+    reservation: Granted
+  ) => Effect.Effect<boolean, Redis.RedisError | Redis.InvalidInput, Requirements<"write">>
+  /**
    * Gives `cost` tokens (a non-negative safe integer) back to `name`'s bucket: paying its debt first,
-   * never beyond `capacity`. For a reservation given up on, or work that was not done after all.
-   * Succeeds with the whole tokens the bucket holds afterwards, 0 while it is still in debt (as
-   * {@link TokenBucket.peek} would say).
+   * never beyond `capacity`. For work acquired (by {@link TokenBucket.acquire}) that was not done after
+   * all; a reservation given up on goes back by {@link TokenBucket.cancel}. These tokens count as refill:
+   * each may start one call more than the bound of reservations allows. Succeeds with the whole tokens the
+   * bucket holds afterwards, 0 while it is still in debt (as {@link TokenBucket.peek} would say).
    */
   readonly refund: (
     name: Name,
@@ -245,7 +286,8 @@ export interface ThrottleOptions {
   readonly cost?: number | undefined
   /**
    * The longest the call may wait for its turn; refused beyond it. Default: as long as it takes (the
-   * bound, 10^11 ms); bound the wait here, or with a timeout around the call, which refunds.
+   * bound, 10^11 ms); bound the wait here, or with a timeout around the call, which gives the
+   * reservation back ({@link TokenBucket.cancel}).
    */
   readonly maxWait?: Duration.DurationInput | undefined
 }
@@ -271,9 +313,11 @@ export class RateLimited extends Schema.TaggedError<RateLimited>("wakuwaku/RateL
 /**
  * Runs `effect` at its turn on `name`'s bucket: reserves `cost` tokens with `maxWait`, sleeps the wait
  * on Effect's `Clock`, then runs `effect`. Every replica's calls queue on the one bucket, so together
- * they start at most capacity + rate × T over any interval T, spread evenly: no herd of retries. One
- * Redis call per call. Interrupted while it waits, it gives its tokens back ({@link TokenBucket.refund}),
- * so a caller that gave up does not eat the others' rate. Refused, it fails with {@link RateLimited}.
+ * their turns come at most capacity + rate × T over any interval T, spread evenly: no herd of retries.
+ * One Redis call per call. Interrupted while it waits (a timeout around it included), it gives its
+ * reservation back ({@link TokenBucket.cancel}): its tokens return if no one queued behind it since, and
+ * otherwise its turn lapses, so whatever callers give up, the bound holds. Refused, it fails with
+ * {@link RateLimited}.
  * Dual: `throttle(bucket, name, options)(effect)` or `throttle(effect, bucket, name, options)`.
  *
  * @example

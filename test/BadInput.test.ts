@@ -18,7 +18,7 @@
  * Seeded: WAKUWAKU_SEED, else a random seed; a failure prints it (fast-check's "seed" and "path").
  * Runs per property: WAKUWAKU_BAD_RUNS, else 100.
  */
-import { Duration, Effect, Exit, Layer, type ManagedRuntime, Schema, Stream } from "effect"
+import { Duration, Effect, Exit, Layer, type ManagedRuntime, Option, Schema, Stream } from "effect"
 import * as Runtime from "effect/ManagedRuntime"
 import fc from "fast-check"
 import { afterAll, describe, expect, it } from "vitest"
@@ -150,6 +150,29 @@ const badMaxWait: fc.Arbitrary<unknown> = fc.oneof(
   pastBound
 )
 
+/** What a token bucket's cancel must refuse: anything but a Granted as reserve made it. */
+const GRANTED = TokenBucket.Reservation.Granted({
+  wait: Duration.zero,
+  cost: 1,
+  grantedAt: 1_764_496_804_727_810,
+  level: -1
+})
+const badReservation: fc.Arbitrary<unknown> = fc.oneof(
+  fc.constantFrom(
+    null,
+    undefined,
+    1,
+    "Granted",
+    [],
+    {},
+    TokenBucket.Reservation.Refused({ retryAfter: Option.none() })
+  ),
+  fc.constantFrom({ _tag: "Granted" }, { ...GRANTED, _tag: "Refused" }, { _tag: "Granted", wait: Duration.zero }),
+  badCost.map((cost) => ({ ...GRANTED, cost })),
+  fc.oneof(badCost, fc.constant(-1)).map((grantedAt) => ({ ...GRANTED, grantedAt })),
+  fc.constantFrom(NaN, Infinity, -Infinity, "-1", -1n, null, undefined, {}).map((level) => ({ ...GRANTED, level }))
+)
+
 const badNamespace: fc.Arbitrary<unknown> = fc.oneof(
   fc.constantFrom("", "a:b", "{x}", "has space", "ü", "a/b", null, 1, undefined),
   fc.integer({ min: 65, max: 1_000_000 }).map((n) => "n".repeat(n))
@@ -199,6 +222,10 @@ const bucketOps = fc.oneof(
   badMaxWait.map((wait) => op("TokenBucket.reserve(maxWait)", "maxWait", wait, () => BUCKET.reserve("n", 1, as(wait)))),
   badName.map((name) => op("TokenBucket.refund(name)", "name", name, () => BUCKET.refund(as(name), 1))),
   badCost.map((cost) => op("TokenBucket.refund(cost)", "cost", cost, () => BUCKET.refund("n", as(cost)))),
+  badName.map((name) => op("TokenBucket.cancel(name)", "name", name, () => BUCKET.cancel(as(name), GRANTED))),
+  badReservation.map((reservation) =>
+    op("TokenBucket.cancel(reservation)", "reservation", reservation, () => BUCKET.cancel("n", as(reservation)))
+  ),
   badName.map((name) =>
     op("TokenBucket.throttle(name)", "name", name, () => TokenBucket.throttle(Effect.void, BUCKET, as(name)))
   ),

@@ -4,7 +4,7 @@
  * - Under `TestClock` on the embedded backend, every value is exact: the memory backend reads Effect's
  *   Clock, so the waits, retry times, TTLs and stored levels asserted are the rules' own numbers.
  * - On every backend (the throwaway server, memory, the cluster), with the server's clock: the rules
- *   that do not depend on exact time, interrupted waiters refunding to the exact stored level, and
+ *   that do not depend on exact time, interrupted waiters giving back to the exact stored level, and
  *   bad input.
  */
 import { describe, expect, it } from "@effect/vitest"
@@ -16,6 +16,9 @@ import { freshNamespace } from "./support/redis.js"
 const { Granted, Refused } = TokenBucket.Reservation
 const { Allowed, Denied } = TokenBucket.Admission
 const ms = (n: number) => Duration.millis(n)
+/** A Granted: its wait (ms), cost, server time (µs) and the level it left. */
+const granted = (wait: number, cost: number, grantedAt: number, level: number) =>
+  Granted({ wait: ms(wait), cost, grantedAt, level })
 const keyOf = (namespace: string, name: string) => `@@wakuwaku:TokenBucket:${namespace}:${name}`
 
 /** The stored state of a bucket: its tokens and the server time (µs) they were computed at; null: full. */
@@ -43,20 +46,20 @@ describe("TokenBucket reservations under TestClock, on the embedded backend (exa
     Effect.gen(function*() {
       const ns = freshNamespace()
       const B = TEN(ns)
-      expect(yield* B.reserve("a", 10, 0)).toEqual(Granted({ wait: ms(0) }))
+      expect(yield* B.reserve("a", 10, 0)).toEqual(granted(0, 10, 0, 0))
       // 3 tokens short with 200 ms allowed: −3 < −2, refused; in 100 ms, −2 would do.
       expect(yield* B.reserve("a", 3, "200 millis")).toEqual(Refused({ retryAfter: Option.some(ms(100)) }))
       expect(yield* state(ns, "a")).toEqual({ tokens: 0, ts: 0 })
       // With 300 ms allowed: granted into a debt of 3, paid in 300 ms.
-      expect(yield* B.reserve("a", 3, "300 millis")).toEqual(Granted({ wait: ms(300) }))
+      expect(yield* B.reserve("a", 3, "300 millis")).toEqual(granted(300, 3, 0, -3))
       expect(yield* state(ns, "a")).toEqual({ tokens: -3, ts: 0 })
       // Exactly at the bound: the next waits behind it, 5 tokens of debt.
-      expect(yield* B.reserve("a", 2, "500 millis")).toEqual(Granted({ wait: ms(500) }))
+      expect(yield* B.reserve("a", 2, "500 millis")).toEqual(granted(500, 2, 0, -5))
       expect(yield* state(ns, "a")).toEqual({ tokens: -5, ts: 0 })
       yield* TestClock.adjust("250 millis")
       // −2.5 now: one more token makes −3.5, 350 ms of refill.
       expect(yield* B.reserve("a", 1, "349 millis")).toEqual(Refused({ retryAfter: Option.some(ms(1)) }))
-      expect(yield* B.reserve("a", 1, "350 millis")).toEqual(Granted({ wait: ms(350) }))
+      expect(yield* B.reserve("a", 1, "350 millis")).toEqual(granted(350, 1, 250_000, -3.5))
       expect(yield* state(ns, "a")).toEqual({ tokens: -3.5, ts: 250_000 })
       // Full 10 tokens + 3.5 of debt later: 1350 ms.
       expect(yield* pttl(keyOf(ns, "a"))).toBe(1350)
@@ -67,14 +70,14 @@ describe("TokenBucket reservations under TestClock, on the embedded backend (exa
       const B = TokenBucket.make<string>(freshNamespace(), 2, Rate.make(10, "1 second"))
       const waits: Array<TokenBucket.Reservation> = []
       for (let i = 0; i < 6; i++) waits.push(yield* B.reserve("a", 1, "1 second"))
-      expect(waits).toEqual([0, 0, 100, 200, 300, 400].map((wait) => Granted({ wait: ms(wait) })))
+      expect(waits).toEqual([0, 0, 100, 200, 300, 400].map((wait, i) => granted(wait, 1, 0, 1 - i)))
     }).pipe(Effect.provide(Redis.layerMemory())))
 
   it.effect("a Refused takes nothing, and says when the same reservation would be granted", () =>
     Effect.gen(function*() {
       const ns = freshNamespace()
       const B = TEN(ns)
-      expect(yield* B.reserve("a", 8, "1 second")).toEqual(Granted({ wait: ms(0) }))
+      expect(yield* B.reserve("a", 8, "1 second")).toEqual(granted(0, 8, 0, 2))
       yield* TestClock.adjust("30 millis")
       // 2.3 tokens; 8 more would leave −5.7, and 100 ms allows −1: 470 ms to go.
       expect(yield* B.reserve("a", 8, "100 millis")).toEqual(Refused({ retryAfter: Option.some(ms(470)) }))
@@ -83,7 +86,7 @@ describe("TokenBucket reservations under TestClock, on the embedded backend (exa
       yield* TestClock.adjust("469 millis")
       expect((yield* B.reserve("a", 8, "100 millis"))._tag).toBe("Refused")
       yield* TestClock.adjust("1 millis")
-      expect(yield* B.reserve("a", 8, "100 millis")).toEqual(Granted({ wait: ms(100) }))
+      expect(yield* B.reserve("a", 8, "100 millis")).toEqual(granted(100, 8, 500_000, -1))
       // Cost above capacity: never, whatever maxWait, and nothing taken.
       expect(yield* B.reserve("a", 11, "1 hour")).toEqual(Refused({ retryAfter: Option.none() }))
       expect(yield* state(ns, "a")).toEqual({ tokens: -1, ts: 500_000 })
@@ -93,8 +96,8 @@ describe("TokenBucket reservations under TestClock, on the embedded backend (exa
     Effect.gen(function*() {
       const ns = freshNamespace()
       const B = TEN(ns)
-      expect(yield* B.reserve("a", 10, 0)).toEqual(Granted({ wait: ms(0) }))
-      expect(yield* B.reserve("a", 4, "1 second")).toEqual(Granted({ wait: ms(400) }))
+      expect(yield* B.reserve("a", 10, 0)).toEqual(granted(0, 10, 0, 0))
+      expect(yield* B.reserve("a", 4, "1 second")).toEqual(granted(400, 4, 0, -4))
       expect(yield* B.acquire("a", 1)).toEqual(Denied({ retryAfter: Option.some(ms(500)) }))
       // Cost 0 asks whether the bucket is out of debt.
       expect(yield* B.acquire("a", 0)).toEqual(Denied({ retryAfter: Option.some(ms(400)) }))
@@ -116,9 +119,9 @@ describe("TokenBucket reservations under TestClock, on the embedded backend (exa
   it.effect("the wait is rounded up to the millisecond: 1 token at 3 a second waits 334 ms, not 333", () =>
     Effect.gen(function*() {
       const B = TokenBucket.make<string>(freshNamespace(), 1, Rate.make(3, "1 second"))
-      expect(yield* B.reserve("a", 1, 0)).toEqual(Granted({ wait: ms(0) }))
+      expect(yield* B.reserve("a", 1, 0)).toEqual(granted(0, 1, 0, 0))
       expect(yield* B.reserve("a", 1, "333 millis")).toEqual(Refused({ retryAfter: Option.some(ms(1)) }))
-      expect(yield* B.reserve("a", 1, "1 second")).toEqual(Granted({ wait: ms(334) }))
+      expect(yield* B.reserve("a", 1, "1 second")).toEqual(granted(334, 1, 0, -1))
       yield* TestClock.adjust("333 millis")
       // 1 token of debt and 999 µs of refill short of paying it.
       expect(yield* B.acquire("a", 0)).toEqual(Denied({ retryAfter: Option.some(ms(1)) }))
@@ -150,13 +153,13 @@ describe("TokenBucket reservations under TestClock, on the embedded backend (exa
     Effect.gen(function*() {
       const ns = freshNamespace()
       const B = TEN(ns)
-      expect(yield* B.reserve("a", 10, 0)).toEqual(Granted({ wait: ms(0) }))
-      expect(yield* B.reserve("a", 6, "1 second")).toEqual(Granted({ wait: ms(600) }))
+      expect(yield* B.reserve("a", 10, 0)).toEqual(granted(0, 10, 0, 0))
+      expect(yield* B.reserve("a", 6, "1 second")).toEqual(granted(600, 6, 0, -6))
       yield* TestClock.adjust("150 millis")
       // −4.5: 2 back leaves −2.5, still in debt.
       expect(yield* B.refund("a", 2)).toBe(0)
       expect(yield* state(ns, "a")).toEqual({ tokens: -2.5, ts: 150_000 })
-      expect(yield* B.reserve("a", 1, "1 second")).toEqual(Granted({ wait: ms(350) }))
+      expect(yield* B.reserve("a", 1, "1 second")).toEqual(granted(350, 1, 150_000, -3.5))
       expect(yield* B.refund("a", 4)).toBe(0)
       expect(yield* state(ns, "a")).toEqual({ tokens: 0.5, ts: 150_000 })
       expect(yield* pttl(keyOf(ns, "a"))).toBe(950)
@@ -237,7 +240,7 @@ describe("TokenBucket reservations under TestClock, on the embedded backend (exa
       expect(outcomes.filter((o) => o.refused).length).toBeGreaterThan(10)
     }).pipe(Effect.provide(Redis.layerMemory())))
 
-  it.effect("throttle is dual, and its waiter interrupted refunds exactly what it reserved", () =>
+  it.effect("throttle is dual, and its waiter interrupted, last in the queue, gives back exactly what it reserved", () =>
     Effect.gen(function*() {
       const ns = freshNamespace()
       const B = TEN(ns)
@@ -273,7 +276,7 @@ describe("TokenBucket reservations under TestClock, on the embedded backend (exa
 const DYADIC = Rate.make(1, Duration.micros(2n ** 20n))
 
 forEachBackend("TokenBucket reservations", (it) => {
-  it.effect("100 interrupted waiters refund: afterwards the stored level is as if they had never come, exactly", () =>
+  it.effect("100 waiters interrupted, the last first, reclaim: the stored level is as if they had never come, exactly", () =>
     Effect.gen(function*() {
       const ns = freshNamespace()
       const B = TokenBucket.make<string>(ns, 500, DYADIC)
@@ -290,7 +293,8 @@ forEachBackend("TokenBucket reservations", (it) => {
       const inDebt = (yield* state(ns, "a"))!
       // 100 waiters of 1, 2 and 3 tokens: 199 tokens of debt, less the refill meanwhile.
       expect(inDebt.tokens).toBe(-199 + (inDebt.ts - before.ts) / 2 ** 20)
-      yield* Fiber.interruptAll(fibers)
+      // Each gives back at the end of the queue, the one before it next: every one reclaims.
+      for (const fiber of fibers.reverse()) yield* Fiber.interrupt(fiber)
       const after = (yield* state(ns, "a"))!
       expect(after.tokens).toBe(before.tokens + (after.ts - before.ts) / 2 ** 20)
       expect(yield* B.peek("a")).toBe(Math.floor(after.tokens))
@@ -302,7 +306,7 @@ forEachBackend("TokenBucket reservations", (it) => {
       // A token a second: time passing during the test changes no whole count.
       const B = TokenBucket.make<string>(ns, 5, Rate.perSecond(1))
       const started = performance.now()
-      expect(yield* B.reserve("a", 5, 0)).toEqual(Granted({ wait: ms(0) }))
+      expect(yield* B.reserve("a", 5, 0)).toMatchObject({ _tag: "Granted", wait: ms(0), cost: 5, level: 0 })
       const debt = yield* B.reserve("a", 3, "1 hour")
       if (debt._tag !== "Granted") return expect.fail("expected Granted")
       const elapsed = () => Math.ceil(performance.now() - started) + 1
@@ -369,6 +373,6 @@ forEachBackend("TokenBucket reservations", (it) => {
       expect(yield* Effect.flip(B.refund(Number.NaN, 1))).toMatchObject({ argument: "name" })
       expect(yield* keysMatching(`*${ns}*`)).toEqual([])
       // At the bound, 10^11 ms, it is accepted.
-      expect(yield* B.reserve(1, 1, 1e11)).toEqual(Granted({ wait: ms(0) }))
+      expect(yield* B.reserve(1, 1, 1e11)).toMatchObject({ _tag: "Granted", wait: ms(0), cost: 1, level: 4 })
     }))
 })

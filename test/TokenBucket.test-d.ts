@@ -109,6 +109,23 @@ describe("TokenBucket requirements", () => {
     EXPORT_ROWS.refund("tenant", 1)
   })
 
+  it("cancel takes a Granted reservation, needs Redis | Write<TokenBucket.Entity>, and says whether it reclaimed", () => {
+    const granted = TokenBucket.Reservation.Granted({ wait: Duration.zero, cost: 1, grantedAt: 0, level: 0 })
+    expectTypeOf(granted).toEqualTypeOf<TokenBucket.Granted>()
+    expectTypeOf(LOGINS.cancel("a", granted)).toEqualTypeOf<
+      Effect.Effect<boolean, Redis.RedisError | Redis.InvalidInput, Redis.Redis | Capability.Write<TokenBucket.Entity>>
+    >()
+    const reservation = LOGINS.reserve("a", 1, "1 second")
+    // A reservation may have been refused: only a Granted one goes back.
+    Effect.flatMap(reservation, (r) => r._tag === "Granted" ? LOGINS.cancel("a", r) : Effect.succeed(false))
+    // @ts-expect-error a Refused reservation has nothing to give back
+    Effect.flatMap(reservation, (r) => LOGINS.cancel("a", r))
+    // @ts-expect-error a cost is not a reservation: refund gives tokens back by their number
+    LOGINS.cancel("a", 1)
+    const onReplica = LOGINS.cancel("a", granted).pipe(Effect.provide(Redis.layerReadOnly()))
+    expectTypeOf<R<typeof onReplica>>().toEqualTypeOf<Capability.Write<TokenBucket.Entity>>()
+  })
+
   it("with only the read-only capability, reserve and refund leave Write<TokenBucket.Entity> and do not run", () => {
     const reserve = LOGINS.reserve("a", 1, "1 second").pipe(Effect.provide(Redis.layerReadOnly()))
     expectTypeOf<R<typeof reserve>>().toEqualTypeOf<Capability.Write<TokenBucket.Entity>>()

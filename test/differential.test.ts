@@ -201,6 +201,8 @@ type BucketOp =
   /** Token buckets only: a reservation that may go into debt by up to the refill of maxWait (ms). */
   | { readonly op: "reserve"; readonly name: string; readonly cost: number; readonly maxWait: number }
   | { readonly op: "refund"; readonly name: string; readonly cost: number }
+  /** Token buckets only: gives back a reservation granted so far in the run (fresh and stale ones), by index. */
+  | { readonly op: "cancel"; readonly reservation: number }
 
 const cost = fc.integer({ min: 0, max: CAPACITY + 2 })
 
@@ -224,7 +226,8 @@ const maxWait = fc.oneof(fc.constant(0), fc.integer({ min: 1, max: 4 * 3_600_000
 const tokenBucketOp: fc.Arbitrary<BucketOp> = fc.oneof(
   { arbitrary: bucketOp, weight: 5 },
   { arbitrary: record({ op: fc.constant("reserve" as const), name, cost, maxWait }), weight: 4 },
-  { arbitrary: record({ op: fc.constant("refund" as const), name, cost }), weight: 2 }
+  { arbitrary: record({ op: fc.constant("refund" as const), name, cost }), weight: 2 },
+  { arbitrary: record({ op: fc.constant("cancel" as const), reservation: tokenIndex }), weight: 3 }
 )
 
 /** A reservation, as an admission's outcome: its wait, like retryAfter, falls a millisecond per millisecond. */
@@ -283,6 +286,7 @@ interface Limiter {
     maxWait: Duration.DurationInput
   ) => Effect.Effect<TokenBucket.Reservation, Failure, Redis.ReadWrite>
   readonly refund?: (name: string, cost: number) => Effect.Effect<number, Failure, Redis.ReadWrite>
+  readonly cancel?: (name: string, reservation: TokenBucket.Granted) => Effect.Effect<boolean, Failure, Redis.ReadWrite>
 }
 type Failure = Redis.RedisError | Redis.InvalidInput
 
@@ -317,6 +321,8 @@ const runBucket = (
   const run = Effect.gen(function*() {
     const bucket = limiter(namespace)
     const entries: Array<Entry> = []
+    // Every reservation granted so far, with its name: each backend gives back its own.
+    const granted: Array<{ readonly name: string; readonly reservation: TokenBucket.Granted }> = []
     for (const op of ops) {
       switch (op.op) {
         case "acquire":
@@ -335,9 +341,24 @@ const runBucket = (
           entries.push(entry(op, all.map(admission)))
           break
         }
-        case "reserve":
-          entries.push(entry(op, reservation(yield* timed(bucket.reserve!(op.name, op.cost, op.maxWait)))))
+        case "reserve": {
+          const made = yield* timed(bucket.reserve!(op.name, op.cost, op.maxWait))
+          if (made._tag === "Granted") granted.push({ name: op.name, reservation: made })
+          entries.push(entry(op, reservation(made)))
           break
+        }
+        case "cancel": {
+          const given = granted[op.reservation % Math.max(1, granted.length)]
+          entries.push(
+            entry(
+              op,
+              given === undefined
+                ? "none granted yet"
+                : { reclaimed: yield* timed(bucket.cancel!(given.name, given.reservation)) }
+            )
+          )
+          break
+        }
         case "refund":
           entries.push(entry(op, { tokens: yield* timed(bucket.refund!(op.name, op.cost)) }))
           break
@@ -828,7 +849,7 @@ const runPipe = (ops: ReadonlyArray<PipeOp>): Run => (_, namespace) =>
 
 describe("differential: memory backend against Redis", () => {
   it(
-    "TokenBucket: acquire (costs 0..capacity+2, alone or in bursts), reserve into debt, refund, reset, peek",
+    "TokenBucket: acquire (costs 0..capacity+2, alone or in bursts), reserve into debt, cancel, refund, reset, peek",
     async () => {
       await property(tokenBucketOp, async (ops) => {
         const brackets: Brackets = { at: [] }

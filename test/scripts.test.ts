@@ -57,6 +57,7 @@ describe("scripts", () => {
       "Semaphore.withdraw",
       "TokenBucket.acquire",
       "TokenBucket.acquireMany",
+      "TokenBucket.cancel",
       "TokenBucket.peek",
       "TokenBucket.refund",
       "TokenBucket.reserve"

@@ -107,7 +107,7 @@ export class Limiter<Name extends Redis.KeyName, E extends Capability.AnyEntity>
     script: Script.Script<A>,
     name: Name,
     cost: number,
-    more?: string
+    more?: ReadonlyArray<string>
   ): Effect.Effect<A, Failure, Redis.Redis | Capability.Write<E>> {
     if (!isInt(cost) || cost < 0) {
       return Effect.fail(
@@ -124,7 +124,7 @@ export class Limiter<Name extends Redis.KeyName, E extends Capability.AnyEntity>
       this.entity,
       script,
       [k],
-      more === undefined ? this.argsOf(cost) : [this.shape, String(cost), more]
+      more === undefined ? this.argsOf(cost) : [this.shape, String(cost), ...more]
     )
   }
 

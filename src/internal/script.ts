@@ -110,7 +110,8 @@ export const unexpectedReply = (operation: string, reply: unknown, expected: str
 export const unexpected = (script: Script.Script<unknown>, reply: unknown, expected: string): Redis.RedisError =>
   unexpectedReply(`script ${script.name}`, reply, expected)
 
-const show = (reply: unknown): string => {
+/** @internal A value as an error message shows it: JSON when it has one. */
+export const show = (reply: unknown): string => {
   try {
     return JSON.stringify(reply) ?? String(reply)
   } catch {

@@ -1,6 +1,6 @@
 /**
- * @internal TokenBucket: its scripts (acquire, with its batch variant; peek; reserve; refund) and their twins, the
- * bucket value, and `throttle`.
+ * @internal TokenBucket: its scripts (acquire, with its batch variant; peek; reserve; cancel; refund) and their
+ * twins, the bucket value, and `throttle`.
  */
 import * as Data from "effect/Data"
 import * as Duration from "effect/Duration"
@@ -16,7 +16,7 @@ import * as key from "./key.js"
 import * as limiter from "./limiter.js"
 import * as limits from "./limits.js"
 import { NOW_US } from "./lua.js"
-import { define, manyLua, manyTwin } from "./script.js"
+import { define, flag, manyLua, manyTwin, show } from "./script.js"
 
 const KIND = "TokenBucket"
 
@@ -49,10 +49,10 @@ export const isTokenBucket = (u: unknown): u is TokenBucket.TokenBucket<never> =
  * - `retry(b, tokens, cost, max_wait, allowance)` is the wait (ms) of a denied reservation, until a call with the
  *   same max_wait would be allowed.
  * - `take(key, b, cost, max_wait)` is one reservation: it takes `cost` if the tokens left would be at
- *   least -(rate × max_wait ms), the debt allowed (`allowance`). It returns three values: allowed
+ *   least -(rate × max_wait ms), the debt allowed (`allowance`). It returns four values: allowed
  *   (0|1), ms (allowed: the wait until the debt is paid, at most max_wait; denied: when a call with the
- *   same max_wait would be allowed, -1 when cost > capacity), floor(tokens left). An acquire is a take
- *   with max_wait 0.
+ *   same max_wait would be allowed, -1 when cost > capacity), floor(tokens left), and the tokens left
+ *   as stored (a reservation's place in the queue: see CANCEL). An acquire is a take with max_wait 0.
  */
 const FUNCTIONS_AT_NOW = `local at = ' ' .. string.format('%d', now)
 local shapes = {}
@@ -114,7 +114,7 @@ local function take(key, b, cost, max_wait)
     ms = retry(b, tokens, cost, max_wait, allowance)
   end
   store(key, b, tokens)
-  return allowed, ms, math.floor(tokens)
+  return allowed, ms, math.floor(tokens), tokens
 end
 `
 const FUNCTIONS = `${NOW_US}${FUNCTIONS_AT_NOW}`
@@ -157,7 +157,13 @@ const retry = (b: Shape, tokens: number, cost: number, maxWait: number, allowanc
   }
   return ms
 }
-const take = (db: Script.Keyspace, key: string, b: Shape, cost: number, maxWait: number): [number, number, number] => {
+const take = (
+  db: Script.Keyspace,
+  key: string,
+  b: Shape,
+  cost: number,
+  maxWait: number
+): [allowed: number, ms: number, left: number, tokens: number] => {
   const { capacity, k, period } = b
   let tokens = levelOf(db, key, b)
   let allowance = 0
@@ -182,9 +188,10 @@ const take = (db: Script.Keyspace, key: string, b: Shape, cost: number, maxWait:
   }
   store(db, key, b, tokens)
   // Lua hands Redis its numbers as integers, truncated: -0 becomes 0.
-  return [allowed, ms + 0, Math.floor(tokens)]
+  return [allowed, ms + 0, Math.floor(tokens), tokens]
 }
-const acquireTwin: Script.Twin = (db, keys, argv) => take(db, keys[0]!, shapeOf(argv[0]!), Number(argv[1]), 0)
+const acquireTwin: Script.Twin = (db, keys, argv) =>
+  take(db, keys[0]!, shapeOf(argv[0]!), Number(argv[1]), 0).slice(0, 3)
 
 /**
  * The bucket as a member of several limits decided as one (./limits.ts): its own functions, its own
@@ -220,7 +227,7 @@ limits.register<Shape>({
       const tokens = levelOf(db, key, b)
       return tokens - cost >= 0 ? 0 : retry(b, tokens, cost, 0, 0)
     },
-    take: (db, key, b, cost) => take(db, key, b, cost, 0),
+    take: (db, key, b, cost) => take(db, key, b, cost, 0).slice(0, 3),
     left: (db, key, b) => Math.floor(levelOf(db, key, b)),
     start: () => 0,
     refund: (db, key, b, cost) => {
@@ -245,7 +252,8 @@ limits.register<Shape>({
 export const ACQUIRE = define({
   name: "TokenBucket.acquire",
   keys: 1,
-  lua: `${FUNCTIONS}return {take(KEYS[1], shape(ARGV[1]), tonumber(ARGV[2]), 0)}
+  lua: `${FUNCTIONS}local allowed, ms, left = take(KEYS[1], shape(ARGV[1]), tonumber(ARGV[2]), 0)
+return {allowed, ms, left}
 `,
   twin: acquireTwin,
   decode: limiter.admission,
@@ -259,33 +267,97 @@ export const ACQUIRE = define({
 
 const { Granted, Refused } = Reservation
 
-/** @internal Decodes {granted, ms} (granted: the wait; refused: the retry, -1 never). */
+const isInt = (u: unknown): u is number => typeof u === "number" && Number.isSafeInteger(u)
+
+/**
+ * @internal Decodes {1, wait_ms, cost, granted_at, level} (level a string: Lua hands Redis its numbers as
+ * integers, truncated) or {0, retry_ms} (-1: never).
+ */
 const reservation = (reply: unknown): Either.Either<TokenBucket.Reservation, string> => {
-  if (Array.isArray(reply) && reply.length === 2 && reply.every((n) => Number.isSafeInteger(n))) {
-    const [granted, ms] = reply as [number, number]
-    if (granted === 1 && ms >= 0) return Either.right(Granted({ wait: Duration.millis(ms) }))
-    if (granted === 0) {
-      return Either.right(Refused({ retryAfter: ms < 0 ? Option.none() : Option.some(Duration.millis(ms)) }))
+  if (Array.isArray(reply) && reply.length === 2 && reply[0] === 0 && isInt(reply[1])) {
+    const ms = reply[1]
+    return Either.right(Refused({ retryAfter: ms < 0 ? Option.none() : Option.some(Duration.millis(ms)) }))
+  }
+  if (Array.isArray(reply) && reply.length === 5 && reply[0] === 1 && reply.slice(1, 4).every(isInt)) {
+    const [, ms, cost, grantedAt, level] = reply as [1, number, number, number, unknown]
+    const tokens = typeof level === "string" ? Number(level) : Number.NaN
+    if (ms >= 0 && cost >= 0 && Number.isFinite(tokens)) {
+      // + 0: the level is a place in the queue, where -0 and 0 are one.
+      return Either.right(Granted({ wait: Duration.millis(ms), cost, grantedAt, level: tokens + 0 }))
     }
   }
-  return Either.left("{granted, ms}")
+  return Either.left("{1, wait_ms, cost, granted_at, level} or {0, retry_ms}")
 }
 
 /**
  * @internal Takes `cost` tokens if the tokens left would be at least -(rate × maxWait): the bucket may
  * go into debt, and the caller waits until the debt is paid. KEYS[1] the bucket; ARGV[1] its shape,
- * ARGV[2] the cost (whole tokens), ARGV[3] maxWait (whole ms). Returns {1, wait_ms} if granted (wait_ms
- * at most maxWait), {0, retry_ms} if refused (nothing taken; retry_ms until the same reservation would be
- * granted, -1 when cost > capacity). Not batched: one call per reservation.
+ * ARGV[2] the cost (whole tokens), ARGV[3] maxWait (whole ms). Returns {1, wait_ms, cost, now µs, level}
+ * if granted (wait_ms at most maxWait; level the tokens left, negative in debt, as a %.17g string: with
+ * now, the reservation's place in the queue, which CANCEL reads), {0, retry_ms} if refused (nothing taken;
+ * retry_ms until the same reservation would be granted, -1 when cost > capacity). Not batched: one call
+ * per reservation.
  */
 export const RESERVE = define({
   name: "TokenBucket.reserve",
   keys: 1,
-  lua: `${FUNCTIONS}local granted, ms = take(KEYS[1], shape(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]))
-return {granted, ms}
+  lua: `${FUNCTIONS}local cost = tonumber(ARGV[2])
+local granted, ms, _, tokens = take(KEYS[1], shape(ARGV[1]), cost, tonumber(ARGV[3]))
+if granted == 0 then return {0, ms} end
+return {1, ms, cost, now, string.format('%.17g', tokens)}
 `,
-  twin: (db, keys, argv) => take(db, keys[0]!, shapeOf(argv[0]!), Number(argv[1]), Number(argv[2])).slice(0, 2),
+  twin: (db, keys, argv) => {
+    const cost = Number(argv[1])
+    const [granted, ms, , tokens] = take(db, keys[0]!, shapeOf(argv[0]!), cost, Number(argv[2]))
+    // String() round-trips a double exactly, as %.17g does in the Lua.
+    return granted === 0 ? [0, ms] : [1, ms, cost, db.now, String(tokens)]
+  },
   decode: reservation
+})
+
+/**
+ * @internal Gives a granted reservation back if its turn is still the end of the queue, so that no turn is
+ * handed out twice (docs/token-bucket.md, "Giving a turn back", has the proof). KEYS[1] the bucket; ARGV[1]
+ * its shape, ARGV[2] the reservation's cost, ARGV[3] its granted_at (µs), ARGV[4] its level (as RESERVE
+ * replied them). Returns 1 if reclaimed (the level gains `cost`, never beyond capacity, which moves the
+ * end back onto the turn before it), else 0 (nothing written: the turn lapses).
+ *
+ * The end of the queue (GCRA's theoretical arrival time) is ts − tokens × period / k, a function of the
+ * state alone, and the reservation's turn is that of the state it stored. `past` is their distance in
+ * tokens, where the doubles are small (in µs they are rounded to the epoch's ulp, a quarter of a µs, more
+ * than a token's time at fast rates): a reservation of cost ≥ 1 still held after it puts the end a whole
+ * token later, and its own give-back its cost earlier, so half a token tells them apart whatever the
+ * rounding of the stores in between.
+ */
+export const CANCEL = define({
+  name: "TokenBucket.cancel",
+  keys: 1,
+  lua: `${FUNCTIONS}local b = shape(ARGV[1])
+local state = redis.call('GET', KEYS[1])
+if not state then return 0 end
+local sp = string.find(state, ' ', 1, true)
+local past = tonumber(ARGV[4]) - tonumber(string.sub(state, 1, sp - 1))
+  + (tonumber(string.sub(state, sp + 1)) - tonumber(ARGV[3])) * b.k / b.period
+if past < -0.5 or past > 0.5 then return 0 end
+local tokens = level(KEYS[1], b) + tonumber(ARGV[2])
+if tokens > b.capacity then tokens = b.capacity end
+store(KEYS[1], b, tokens)
+return 1
+`,
+  twin: (db, keys, argv) => {
+    const b = shapeOf(argv[0]!)
+    const state = db.get(keys[0]!)
+    if (state === null) return 0
+    const sp = state.indexOf(" ")
+    const past = Number(argv[3]) - Number(state.slice(0, sp)) +
+      (Number(state.slice(sp + 1)) - Number(argv[2])) * b.k / b.period
+    if (past < -0.5 || past > 0.5) return 0
+    let tokens = levelOf(db, keys[0]!, b) + Number(argv[1])
+    if (tokens > b.capacity) tokens = b.capacity
+    store(db, keys[0]!, b, tokens)
+    return 1
+  },
+  decode: flag
 })
 
 /**
@@ -348,7 +420,24 @@ class BucketImpl<Name extends Redis.KeyName> extends limiter.Limiter<Name, Token
     const ms = waitMillis(maxWait, "maxWait")
     return typeof ms === "string"
       ? Effect.fail(new Redis.InvalidInput({ operation: `${this.label}.reserve`, argument: "maxWait", message: ms }))
-      : this.spend("reserve", RESERVE, name, cost, String(ms))
+      : this.spend("reserve", RESERVE, name, cost, [String(ms)])
+  }
+
+  readonly cancel = (
+    name: Name,
+    reservation: TokenBucket.Granted
+  ): Effect.Effect<boolean, Redis.RedisError | Redis.InvalidInput, TokenBucket.Requirements<"write">> => {
+    if (!isGranted(reservation)) {
+      return Effect.fail(
+        new Redis.InvalidInput({
+          operation: `${this.label}.cancel`,
+          argument: "reservation",
+          message: `reservation must be a Granted reservation as reserve made it, got ${show(reservation)}`
+        })
+      )
+    }
+    const { cost, grantedAt, level } = reservation
+    return this.spend("cancel", CANCEL, name, cost, [String(grantedAt), String(level)])
   }
 
   readonly refund = (
@@ -362,13 +451,22 @@ class BucketImpl<Name extends Redis.KeyName> extends limiter.Limiter<Name, Token
   }
 }
 
+/** A Granted as reserve makes it: a whole cost, a server time in whole µs, a finite level. */
+const isGranted = (u: unknown): u is TokenBucket.Granted => {
+  if (typeof u !== "object" || u === null) return false
+  const { _tag, cost, grantedAt, level } = u as Partial<Record<string, unknown>>
+  return _tag === "Granted" && isInt(cost) && cost >= 0 && isInt(grantedAt) && grantedAt >= 0 &&
+    typeof level === "number" && Number.isFinite(level)
+}
+
 /** @internal The longest wait a reservation may take, throttle's default: 10^11 ms. */
 export const MAX_WAIT = Duration.micros(MAX_MICROS)
 
 /**
  * @internal TokenBucket.throttle: reserves, sleeps the wait on Effect's Clock, runs `effect`. The
  * reservation is made uninterruptibly, so that one the caller gave up on while it was in flight is
- * still known and refunded; interrupted before `effect` starts, it refunds (a failed refund is lost: the
+ * still known and given back; interrupted before `effect` starts, it cancels the reservation, which
+ * reclaims its tokens only if its turn is still the end of the queue (a failed cancel is lost: the
  * tokens come back with the refill). Refused, it fails with `refused(retryAfter)`.
  */
 export const throttle = <Name extends Redis.KeyName, A, E, R, L>(
@@ -386,7 +484,7 @@ export const throttle = <Name extends Redis.KeyName, A, E, R, L>(
       if (reservation._tag === "Refused") return Effect.fail(refused(reservation.retryAfter))
       const waited = restore(Duration.isZero(reservation.wait) ? Effect.void : Effect.sleep(reservation.wait))
       return Effect.zipRight(
-        Effect.onInterrupt(waited, () => Effect.ignore(bucket.refund(name, cost))),
+        Effect.onInterrupt(waited, () => Effect.ignore(bucket.cancel(name, reservation))),
         restore(effect)
       )
     })

@@ -122,7 +122,7 @@ end
 local w = window(ARGV[1])
 return math.max(0, w.limit - used(KEYS[1], now - math.fmod(now, w.size)))
 
--- Limits.acquire: KEYS 1 per item (items decided together), 1 shared ARGV; sha1 4e0b658c4e2a487aa4d3d42bc9e223e7ae613d12
+-- Limits.acquire: KEYS 1 per item (items decided together), 1 shared ARGV; sha1 ad1b463350497dfff33c9b7d20995fe23c1b22ce
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local families = {}
@@ -187,7 +187,7 @@ local function take(key, b, cost, max_wait)
     ms = retry(b, tokens, cost, max_wait, allowance)
   end
   store(key, b, tokens)
-  return allowed, ms, math.floor(tokens)
+  return allowed, ms, math.floor(tokens), tokens
 end
 families['T'] = {
   parse = shape,
@@ -291,7 +291,7 @@ for i = 1, #KEYS do
 end
 return reply
 
--- Limits.check: KEYS 1 per item (items decided together), 1 shared ARGV, read-only; sha1 a38c411d161ac730fa1a9136f53c2f38ee03c152
+-- Limits.check: KEYS 1 per item (items decided together), 1 shared ARGV, read-only; sha1 cdf5ca960cc2551e78f2313e5550be2e092e724f
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local families = {}
@@ -356,7 +356,7 @@ local function take(key, b, cost, max_wait)
     ms = retry(b, tokens, cost, max_wait, allowance)
   end
   store(key, b, tokens)
-  return allowed, ms, math.floor(tokens)
+  return allowed, ms, math.floor(tokens), tokens
 end
 families['T'] = {
   parse = shape,
@@ -443,7 +443,7 @@ for i = 1, #KEYS do
 end
 return reply
 
--- Limits.refund: KEYS 1 per item (items decided together), 1 shared ARGV; sha1 825ab433563326564ae61fe820df8e8971817d97
+-- Limits.refund: KEYS 1 per item (items decided together), 1 shared ARGV; sha1 7385797c54b2b4a1adcc49734745386b885ddb29
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local families = {}
@@ -508,7 +508,7 @@ local function take(key, b, cost, max_wait)
     ms = retry(b, tokens, cost, max_wait, allowance)
   end
   store(key, b, tokens)
-  return allowed, ms, math.floor(tokens)
+  return allowed, ms, math.floor(tokens), tokens
 end
 families['T'] = {
   parse = shape,
@@ -1481,7 +1481,7 @@ if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 redis.call('DEL', KEYS[1])
 return 1
 
--- TokenBucket.acquire: KEYS 1; sha1 202f3c208f4f740cba0d4a487a06c36c8a0b3c06
+-- TokenBucket.acquire: KEYS 1; sha1 a9a8bde90821e8295badb627cab4efbf27dd7323
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local at = ' ' .. string.format('%d', now)
@@ -1544,11 +1544,12 @@ local function take(key, b, cost, max_wait)
     ms = retry(b, tokens, cost, max_wait, allowance)
   end
   store(key, b, tokens)
-  return allowed, ms, math.floor(tokens)
+  return allowed, ms, math.floor(tokens), tokens
 end
-return {take(KEYS[1], shape(ARGV[1]), tonumber(ARGV[2]), 0)}
+local allowed, ms, left = take(KEYS[1], shape(ARGV[1]), tonumber(ARGV[2]), 0)
+return {allowed, ms, left}
 
--- TokenBucket.acquireMany: KEYS 1 per call (a batch of calls laid end to end), 1 shared ARGV; sha1 54f7688ae234c43c51280be8d234535f6dca33c4
+-- TokenBucket.acquireMany: KEYS 1 per call (a batch of calls laid end to end), 1 shared ARGV; sha1 ac19f4f0eb55e8d792e517cc0f9ec86196e571a0
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local at = ' ' .. string.format('%d', now)
@@ -1611,7 +1612,7 @@ local function take(key, b, cost, max_wait)
     ms = retry(b, tokens, cost, max_wait, allowance)
   end
   store(key, b, tokens)
-  return allowed, ms, math.floor(tokens)
+  return allowed, ms, math.floor(tokens), tokens
 end
 local function call(key, params, cost)
   local allowed, retry, remaining = take(key, shape(params), tonumber(cost), 0)
@@ -1631,7 +1632,7 @@ for i = 1, #KEYS / 1 do
 end
 return replies
 
--- TokenBucket.peek: KEYS 1, read-only; sha1 2fed099172e168bf130a19879240addffa4bdbe8
+-- TokenBucket.cancel: KEYS 1; sha1 fa2fb35b91b6a37db242ad258f93fa51d055fe53
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local at = ' ' .. string.format('%d', now)
@@ -1694,11 +1695,88 @@ local function take(key, b, cost, max_wait)
     ms = retry(b, tokens, cost, max_wait, allowance)
   end
   store(key, b, tokens)
-  return allowed, ms, math.floor(tokens)
+  return allowed, ms, math.floor(tokens), tokens
+end
+local b = shape(ARGV[1])
+local state = redis.call('GET', KEYS[1])
+if not state then return 0 end
+local sp = string.find(state, ' ', 1, true)
+local past = tonumber(ARGV[4]) - tonumber(string.sub(state, 1, sp - 1))
+  + (tonumber(string.sub(state, sp + 1)) - tonumber(ARGV[3])) * b.k / b.period
+if past < -0.5 or past > 0.5 then return 0 end
+local tokens = level(KEYS[1], b) + tonumber(ARGV[2])
+if tokens > b.capacity then tokens = b.capacity end
+store(KEYS[1], b, tokens)
+return 1
+
+-- TokenBucket.peek: KEYS 1, read-only; sha1 3fc814e85300ffb7b1148991230d1e4b8f09b5fd
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local at = ' ' .. string.format('%d', now)
+local shapes = {}
+local function shape(s)
+  local b = shapes[s]
+  if b then return b end
+  local capacity, k, period = string.match(s, '^(%d+) (%d+) (%d+)$')
+  b = {capacity = tonumber(capacity), k = tonumber(k), period = tonumber(period)}
+  shapes[s] = b
+  return b
+end
+local function level(key, b)
+  local state = redis.call('GET', key)
+  if not state then return b.capacity end
+  local sp = string.find(state, ' ', 1, true)
+  local elapsed = now - tonumber(string.sub(state, sp + 1))
+  if elapsed < 0 then elapsed = 0 end
+  local tokens = tonumber(string.sub(state, 1, sp - 1)) + elapsed * b.k / b.period
+  if tokens > b.capacity then return b.capacity end
+  return tokens
+end
+local function store(key, b, tokens)
+  if tokens >= b.capacity then
+    redis.call('DEL', key)
+  else
+    local ttl = math.ceil((b.capacity - tokens) * b.period / b.k / 1000)
+    if ttl < 1 then ttl = 1 end
+    redis.call('SET', key, string.format('%.17g', tokens) .. at, 'PX', string.format('%d', ttl))
+  end
+end
+local function retry(b, tokens, cost, max_wait, allowance)
+  local ms = math.ceil(((cost - tokens) * b.period / b.k - max_wait * 1000) / 1000)
+  for _ = 1, 3 do
+    if (tokens + (ms * 1000) * b.k / b.period - cost) + allowance >= 0 then break end
+    ms = ms + 1
+  end
+  return ms
+end
+local function take(key, b, cost, max_wait)
+  local capacity, k, period = b.capacity, b.k, b.period
+  local tokens = level(key, b)
+  local allowance = 0
+  if max_wait > 0 then allowance = (max_wait * 1000) * k / period end
+  local allowed, ms = 0, 0
+  if cost > capacity then
+    ms = -1
+  elseif (tokens - cost) + allowance >= 0 then
+    tokens = tokens - cost
+    allowed = 1
+    if tokens < 0 then
+      ms = math.ceil(-tokens * period / k / 1000)
+      for _ = 1, 3 do
+        if tokens + (ms * 1000) * k / period >= 0 then break end
+        ms = ms + 1
+      end
+      if ms > max_wait then ms = max_wait end
+    end
+  else
+    ms = retry(b, tokens, cost, max_wait, allowance)
+  end
+  store(key, b, tokens)
+  return allowed, ms, math.floor(tokens), tokens
 end
 return math.max(0, math.floor(level(KEYS[1], shape(ARGV[1]))))
 
--- TokenBucket.refund: KEYS 1; sha1 09e05669414e62befd006dc5864b24b0311d73de
+-- TokenBucket.refund: KEYS 1; sha1 23c2470482e07d5c788044635a4a62157ce3426b
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local at = ' ' .. string.format('%d', now)
@@ -1761,7 +1839,7 @@ local function take(key, b, cost, max_wait)
     ms = retry(b, tokens, cost, max_wait, allowance)
   end
   store(key, b, tokens)
-  return allowed, ms, math.floor(tokens)
+  return allowed, ms, math.floor(tokens), tokens
 end
 local b = shape(ARGV[1])
 local tokens = level(KEYS[1], b) + tonumber(ARGV[2])
@@ -1769,7 +1847,7 @@ if tokens > b.capacity then tokens = b.capacity end
 store(KEYS[1], b, tokens)
 return math.max(0, math.floor(tokens))
 
--- TokenBucket.reserve: KEYS 1; sha1 f0a2d96a48f28cd8da858c428ee5e406533c4c3c
+-- TokenBucket.reserve: KEYS 1; sha1 6c8f301b09e9b0112c7b80d47576933bc5d7d64e
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local at = ' ' .. string.format('%d', now)
@@ -1832,7 +1910,9 @@ local function take(key, b, cost, max_wait)
     ms = retry(b, tokens, cost, max_wait, allowance)
   end
   store(key, b, tokens)
-  return allowed, ms, math.floor(tokens)
+  return allowed, ms, math.floor(tokens), tokens
 end
-local granted, ms = take(KEYS[1], shape(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]))
-return {granted, ms}
+local cost = tonumber(ARGV[2])
+local granted, ms, _, tokens = take(KEYS[1], shape(ARGV[1]), cost, tonumber(ARGV[3]))
+if granted == 0 then return {0, ms} end
+return {1, ms, cost, now, string.format('%.17g', tokens)}
