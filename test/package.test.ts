@@ -1,26 +1,53 @@
-/** The published shape: `npm run build` produces the entry that the exports map names, and it works from plain Node. */
+/**
+ * The published shape. `npm pack` builds dist (its prepack script) and packs what a user installs: the
+ * entry that the exports map names works from plain Node; the tarball carries LICENSE and every file that
+ * README and docs link to; and README's Install section works as written: its commands install the
+ * tarball into a fresh project, where README's example, docs/testing.md's test and
+ * docs/examples/httpapi.ts compile under strict options with the pinned TypeScript and with TypeScript 7,
+ * and run.
+ */
+import { Effect, Exit, Scope } from "effect"
 import { execFile } from "node:child_process"
-import { existsSync, readdirSync, readFileSync } from "node:fs"
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs"
+import { rm } from "node:fs/promises"
+import { tmpdir } from "node:os"
+import { dirname, join, normalize } from "node:path"
 import { fileURLToPath } from "node:url"
 import { promisify } from "node:util"
-import { beforeAll, describe, expect, it } from "vitest"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { RedisServer } from "wakuwaku/testing"
+import {
+  exec,
+  fencedBlocks,
+  installAsWritten,
+  installCommands,
+  npm,
+  npmEnv,
+  type Outcome,
+  relativeLinks,
+  satisfies,
+  section,
+  STRICT,
+  tsc
+} from "./support/npm.js"
 import { freshNamespace, redisUrl } from "./support/redis.js"
 
 const run = promisify(execFile)
 const root = fileURLToPath(new URL("..", import.meta.url))
 const node = (code: string) => run(process.execPath, ["--input-type=module", "-e", code], { cwd: root })
 
-describe("package", () => {
-  beforeAll(async () => {
-    await run(process.execPath, [
-      fileURLToPath(new URL("../node_modules/typescript/bin/tsc", import.meta.url)),
-      "-p",
-      "src/tsconfig.build.json"
-    ], {
-      cwd: root
-    })
-  }, 120_000)
+const pkg = JSON.parse(readFileSync(join(root, "package.json"), "utf8"))
+const TMP = mkdtempSync(join(tmpdir(), "wakuwaku-package-"))
+const tarball = join(TMP, `wakuwaku-${pkg.version}.tgz`)
 
+beforeAll(async () => {
+  await npm(["pack", "--pack-destination", TMP], root)
+}, 120_000)
+
+// The fresh project's node_modules is large: give its removal time on a busy machine.
+afterAll(() => rm(TMP, { recursive: true, force: true }), 120_000)
+
+describe("package", () => {
   it("package.json: name, ESM, engines, exports with types", () => {
     const pkg = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8"))
     expect(pkg.name).toBe("wakuwaku")
@@ -84,4 +111,173 @@ describe("package", () => {
     `)
     expect(JSON.parse(stdout)).toEqual({ _tag: "Allowed", remaining: 19 })
   })
+})
+
+/** Every file under a directory, as paths relative to it with `/` separators. */
+const filesUnder = (dir: string, prefix = ""): Array<string> =>
+  readdirSync(dir, { withFileTypes: true }).flatMap((entry) =>
+    entry.isDirectory()
+      ? filesUnder(join(dir, entry.name), `${prefix}${entry.name}/`)
+      : [`${prefix}${entry.name}`]
+  ).sort()
+
+describe("the tarball", () => {
+  const unpacked = join(TMP, "unpacked")
+  let files: Array<string> = []
+
+  beforeAll(async () => {
+    mkdirSync(unpacked)
+    await run("tar", ["-xzf", tarball, "-C", unpacked])
+    files = filesUnder(join(unpacked, "package"))
+  })
+
+  it("carries LICENSE (MIT, as package.json says), README.md, dist, and docs with every page and example", () => {
+    const docs = filesUnder(join(root, "docs")).map((file) => `docs/${file}`)
+    expect(docs).toContain("docs/token-bucket.md")
+    expect(docs).toContain("docs/examples/login.ts")
+    const wanted = ["LICENSE", "README.md", "package.json", "dist/index.js", ...docs]
+    expect(wanted.filter((file) => !files.includes(file))).toEqual([])
+    expect(pkg.license).toBe("MIT")
+    const license = readFileSync(join(unpacked, "package", "LICENSE"), "utf8")
+    expect(license.split("\n").slice(0, 3)).toEqual(["MIT License", "", "Copyright (c) 2026 the wakuwaku authors"])
+    expect(license).toContain("Permission is hereby granted, free of charge, to any person obtaining a copy")
+  })
+
+  it("every relative link of README.md and of docs/**/*.md resolves to a file in the tarball", () => {
+    const pages = files.filter((file) => file === "README.md" || (file.startsWith("docs/") && file.endsWith(".md")))
+    const targets = pages.flatMap((page) =>
+      relativeLinks(readFileSync(join(unpacked, "package", page), "utf8"))
+        .map((target) => ({ page, target: normalize(join(dirname(page), target)).replaceAll("\\", "/") }))
+    )
+    expect(targets).toContainEqual({ page: "README.md", target: "docs/token-bucket.md" })
+    expect(targets.filter(({ target }) => !files.includes(target))).toEqual([])
+    expect(pages).toContain("docs/http.md")
+  })
+})
+
+describe("npm ci on Node 20.19", () => {
+  it("every locked package's engines accept the engines floor, Node 20.19.0: no EBADENGINE warning", () => {
+    // The reader of ranges, on the forms the lockfile holds.
+    expect(satisfies("20.19.0", ">=22")).toBe(false)
+    expect(satisfies("20.19.0", "^20.20.0")).toBe(false)
+    expect(satisfies("20.19.0", "^20.19.0 || >=22.12.0")).toBe(true)
+    expect(satisfies("20.19.0", "20 || >=22")).toBe(true)
+    expect(satisfies("20.19.0", ">= 10.x")).toBe(true)
+    expect(satisfies("20.19.0", ">20")).toBe(false)
+    expect(pkg.engines.node).toBe(">=20.19")
+    const lock = JSON.parse(readFileSync(join(root, "package-lock.json"), "utf8"))
+    const refused = Object.entries(lock.packages as Record<string, { engines?: { node?: string } }>)
+      .filter(([, entry]) => entry.engines?.node !== undefined && !satisfies("20.19.0", entry.engines.node))
+      .map(([path, entry]) => `${path} requires node ${entry.engines?.node}`)
+    expect(refused).toEqual([])
+  })
+})
+
+describe("install as README says, into a fresh project", () => {
+  const fresh = join(TMP, "fresh")
+  const readme = readFileSync(join(root, "README.md"), "utf8")
+  // Read in the hooks and tests, so that a README without the section fails them, not the whole file.
+  const commands = () => installCommands(readme)
+  const version = (name: string): string =>
+    JSON.parse(readFileSync(join(fresh, "node_modules", name, "package.json"), "utf8")).version
+  const shipped = (path: string) => readFileSync(join(fresh, "node_modules", "wakuwaku", path), "utf8")
+  const scope = Effect.runSync(Scope.make())
+  const compiled: { pinned?: Outcome; seven?: Outcome } = {}
+
+  beforeAll(async () => {
+    // A project that already compiles with TypeScript: the version this repository pins, and TypeScript 7.
+    await installAsWritten(fresh, commands(), tarball, {
+      typescript: pkg.devDependencies.typescript,
+      "typescript-7": "npm:typescript@7"
+    })
+    const server = await Effect.runPromise(Scope.extend(RedisServer.make(), scope))
+    // The sources as the installed package carries them; README's example on this test's own server.
+    const [example] = fencedBlocks(shipped("README.md"), "ts")
+    const [test] = fencedBlocks(shipped("docs/testing.md"), "ts")
+    writeFileSync(join(fresh, "login.ts"), example!.replaceAll("redis://127.0.0.1:6379", server.url))
+    writeFileSync(join(fresh, "limiter.test.ts"), test!)
+    writeFileSync(join(fresh, "httpapi.ts"), shipped("docs/examples/httpapi.ts"))
+    writeFileSync(join(fresh, "tsconfig.json"), JSON.stringify(STRICT))
+    const [pinned, seven] = await Promise.all([tsc(fresh, "typescript"), tsc(fresh, "typescript-7", "--noEmit")])
+    Object.assign(compiled, { pinned, seven })
+  }, 300_000)
+
+  afterAll(() => Effect.runPromise(Scope.close(scope, Exit.void)))
+
+  it("README's Install section: the Effect 3 line, every command an npm install, every peer at its range", () => {
+    const install = section(readme, "Install")
+    expect(install).toContain("wakuwaku 0.1 is built on **Effect 3**: it supports effect 3.22")
+    expect(install).toContain("Effect 4 is not supported yet.")
+    expect(commands().map((words) => words.slice(0, 2).join(" "))).toEqual(["npm i", "npm i", "npm i", "npm i"])
+    const specs = commands().flat()
+    expect(specs).toContain("wakuwaku")
+    expect(specs).toContain("-D")
+    for (const [name, range] of Object.entries(pkg.peerDependencies as Record<string, string>)) {
+      expect(specs, name).toContain(`${name}@${range}`)
+    }
+  })
+
+  it("the commands install the tarball and the Effect 3 line, each package in its range", () => {
+    expect(version("wakuwaku")).toBe(pkg.version)
+    expect(version("effect")).toMatch(/^3\.22\./)
+    const ranged = commands().flat().map((word) => /^(@?[^@]+)@(.+)$/.exec(word)).filter((found) => found !== null)
+    expect(ranged.map(([, name]) => name)).toEqual([
+      "effect",
+      "@types/node",
+      "@effect/platform",
+      "@effect/platform-node",
+      "vitest",
+      "@effect/vitest"
+    ])
+    for (const [, name, range] of ranged) {
+      expect(satisfies(version(name!), range!), `${name}@${version(name!)} in ${range}`).toBe(true)
+    }
+  })
+
+  it("the pinned TypeScript compiles README's example, docs/testing.md's test and the HttpApi example", () => {
+    expect(satisfies(version("typescript"), pkg.devDependencies.typescript)).toBe(true)
+    expect(compiled.pinned).toEqual({ code: 0, stdout: "", stderr: "" })
+  })
+
+  it("TypeScript 7 compiles them with one clash, vitest 3.2's with @types/chai, which README names", () => {
+    expect(version("typescript-7")).toMatch(/^7\./)
+    const lines = (compiled.seven?.stdout.trim().split("\n") ?? []).sort()
+    expect(lines).toHaveLength(2)
+    expect(lines[0]).toMatch(
+      /^node_modules\/@types\/chai\/index\.d\.ts\(\d+,\d+\): error TS2300: Duplicate identifier 'containSubset'\.$/
+    )
+    expect(lines[1]).toMatch(
+      /^node_modules\/vitest\/dist\/chunks\/global\.d\.[\w-]+\.d\.ts\(\d+,\d+\): error TS2300: Duplicate identifier 'containSubset'\.$/
+    )
+    expect(section(readme, "Install")).toContain("`Duplicate identifier 'containSubset'`")
+  })
+
+  it("README's example runs and prints what its comment says: a login allowed, 1 000 rows taken", async () => {
+    const promised = /^\/\/ The first run .* prints (.*)\.$/m.exec(fencedBlocks(readme, "ts")[0] ?? "")?.[1]
+    expect(promised).toBe("[{\"proceed\":true},{\"remaining\":9000,\"_tag\":\"Allowed\"}]")
+    const outcome = await exec(process.execPath, ["out/login.js"], { cwd: fresh })
+    expect(outcome).toEqual({ code: 0, stdout: `${promised}\n`, stderr: "" })
+  }, 60_000)
+
+  it("docs/examples/httpapi.ts runs from the installed package: its API, its client, its 429", async () => {
+    const { REDIS_URL: _, ...env } = process.env
+    const outcome = await exec(process.execPath, ["out/httpapi.js"], { cwd: fresh, env })
+    expect(outcome.code).toBe(0)
+    const lines = outcome.stdout.split("\n")
+    expect(lines[0]).toBe("store: memory (no REDIS_URL): shared by nothing but this process")
+    // The wait left depends on how long the 20 logins took: the first 20 pass and the 21st is refused.
+    expect(lines[20]).toMatch(/^login 20: welcome /)
+    expect(lines[21]).toMatch(/^login 21: RateLimitExceeded by login, retry after \d s /)
+    expect(lines.slice(-2)).toEqual(["a wrong token: Unauthorized", ""])
+  }, 60_000)
+
+  it("docs/testing.md's test passes under the installed vitest and @effect/vitest", async () => {
+    const outcome = await exec(process.execPath, [
+      join(fresh, "node_modules", "vitest", "vitest.mjs"),
+      "run",
+      "limiter.test.ts"
+    ], { cwd: fresh, env: { ...npmEnv(), NO_COLOR: "1" } })
+    expect(outcome.code, outcome.stdout + outcome.stderr).toBe(0)
+    expect(outcome.stdout).toMatch(/Tests {2}1 passed \(1\)/)
+  }, 60_000)
 })
