@@ -305,6 +305,55 @@ describe("parse", () => {
     expect(invalid(argv)).toBe(`wakuwaku proxy: ${message} (see wakuwaku proxy --help)`)
   })
 
+  describe("a URL in a refused value is printed with its password masked, whatever its form", () => {
+    const encode = "percent-encode a password's / ? # and @ (%2F %3F %23 %40)"
+    it.each([
+      // Not a Redis URL.
+      ["http://:hunter2@redis:6379", `expected a redis:// or rediss:// URL, got "http://***@redis:6379/"`],
+      // The password "hun@ter/2" unencoded: a URL parser reads "hun" as the password and "ter" as the host.
+      ["redis://:hun@ter/2@redis:6379", `an @ after the host: ${encode}, got "redis://***@redis:6379"`],
+      // The passwords "hun/ter2", "hun?ter2", "hun#ter2": no URL at all.
+      ["redis://:hun/ter2@redis:6379", `not a URL: ${encode}, got "redis://***@redis:6379"`],
+      ["redis://:hun?ter2@redis:6379", `not a URL: ${encode}, got "redis://***@redis:6379"`],
+      ["redis://:hun#ter2@redis:6379", `not a URL: ${encode}, got "redis://***@redis:6379"`],
+      // The host forgotten, a port out of range, a database that is not a number.
+      ["redis://:hunter2", `expected a redis:// or rediss:// URL, got "redis://***"`],
+      ["redis://:hunter2@redis:99999", `not a URL: ${encode}, got "redis://***@redis:99999"`],
+      [
+        "redis://:hunter2@redis/zero",
+        `expected a database number after the host, such as /0, got "redis://***@redis/zero"`
+      ]
+    ])("--redis and REDIS_URL %s: %s", (url, message) => {
+      const fromFlag = invalid(["proxy", "--demo", "--redis", url])
+      expect(fromFlag).toBe(`wakuwaku proxy: --redis: ${message} (see wakuwaku proxy --help)`)
+      const fromEnv = invalid(["proxy", "--demo"], { REDIS_URL: url })
+      expect(fromEnv).toBe(`wakuwaku proxy: REDIS_URL: ${message} (see wakuwaku proxy --help)`)
+      for (const text of [fromFlag, fromEnv]) expect(text).not.toMatch(/hun|ter2|ter\//)
+    })
+
+    it.each([
+      [
+        "http://user:hunter2@app:3000",
+        `the upstream URL must have no query, fragment or credentials, got "http://***@app:3000/"`
+      ],
+      [
+        "http://:hun/ter2@app:3000",
+        `the upstream must be an absolute http:// or https:// URL, got "http://***@app:3000"`
+      ],
+      ["ftp://:hunter2@app", `the upstream must be an http:// or https:// URL, got "ftp://***@app/"`]
+    ])("--upstream and WAKUWAKU_UPSTREAM %s: %s", (url, message) => {
+      const fromFlag = invalid(["proxy", "--upstream", url])
+      expect(fromFlag).toBe(`wakuwaku proxy: --upstream: ${message} (see wakuwaku proxy --help)`)
+      const fromEnv = invalid(["proxy"], { WAKUWAKU_UPSTREAM: url })
+      expect(fromEnv).toBe(`wakuwaku proxy: WAKUWAKU_UPSTREAM: ${message} (see wakuwaku proxy --help)`)
+      for (const text of [fromFlag, fromEnv]) expect(text).not.toMatch(/hun|ter2|ter\//)
+    })
+
+    it("a URL it accepts is kept as given, a password with an unencoded @ included", () => {
+      expect(config(["--demo", "--redis", "redis://:p@ss@redis:6379/2"]).redis).toBe("redis://:p@ss@redis:6379/2")
+    })
+  })
+
   it("names the variable when the bad value came from one", () => {
     expect(invalid(["proxy", "--demo"], { WAKUWAKU_PORT: "eighty" })).toBe(
       "wakuwaku proxy: WAKUWAKU_PORT: expected a port number from 0 to 65535, got \"eighty\" (see wakuwaku proxy --help)"
