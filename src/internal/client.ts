@@ -27,9 +27,11 @@ const isNoScript = (cause: unknown) => cause instanceof Error && cause.message.s
  * @internal The service over a client.
  *
  * - `deadlines`, when given, bounds how long a call waits for its reply.
+ * - `last`, when given (an owned client's, see `watch` in ./errors.ts), is the last error the connection
+ *   reported: a call that could not be sent fails with it, the socket's or the server's words.
  * - A script's reply is decoded by its decoder; a script with a `many` variant is batched (./client/batch.ts).
  */
-export const make = (client: IORedis | Cluster, deadlines?: Deadlines): Redis.Service => {
+export const make = (client: IORedis | Cluster, deadlines?: Deadlines, last?: () => unknown): Redis.Service => {
   /** Requests sent and not yet answered. */
   let inFlight = 0
 
@@ -52,7 +54,7 @@ export const make = (client: IORedis | Cluster, deadlines?: Deadlines): Redis.Se
     const entry = deadlines?.track(() =>
       finish({ error: redisError(operation(), new Error(`Command timed out after ${deadlines.timeout} ms`)) })
     )
-    const onError = (cause: unknown) => finish({ error: redisError(operation(), cause) })
+    const onError = (cause: unknown) => finish({ error: redisError(operation(), cause, last) })
     const onReply = (reply: unknown) => finish({ reply })
     run().then(onReply, (cause: unknown) => {
       const again = retry?.(cause)
