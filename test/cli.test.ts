@@ -3,10 +3,11 @@
  * parser is tested in this process; the command itself runs as a child process (node with tsx, from
  * the sources), as `npm start` runs it.
  */
-import { Duration } from "effect"
+import { Duration, Effect, Exit, Scope } from "effect"
 import { spawn } from "node:child_process"
 import * as Net from "node:net"
 import { afterEach, describe, expect, it } from "vitest"
+import { RedisServer } from "wakuwaku/testing"
 import { type Config, envNames, flagNames, parse } from "../src/internal/proxy/cli.js"
 import {
   cleanEnv,
@@ -410,5 +411,46 @@ describe("running", () => {
     ])
     expect(code).toBe(1)
     expect(stderr).toMatch(/^wakuwaku proxy: Redis connect failed \(Connection\): [^\n]+\n$/)
+  })
+
+  describe("a misconfigured Redis is not an outage: exit 1 with the reason, under every policy", () => {
+    /** A server that wants a password, stopped after the test. */
+    const guarded = async (password: string) => {
+      const scope = await Effect.runPromise(Scope.make())
+      cleanups.push(() => Effect.runPromise(Scope.close(scope, Exit.void)))
+      return Effect.runPromise(Scope.extend(RedisServer.make({ args: ["--requirepass", password] }), scope))
+    }
+    /** Runs the proxy until it exits, or until it listens (then stops it): how it ended. */
+    const startOrExit = async (args: ReadonlyArray<string>) => {
+      const child = spawn(process.execPath, ["--import", "tsx", "src/bin.ts", "proxy", "--demo", ...args], {
+        cwd: ROOT,
+        env: cleanEnv(),
+        stdio: ["ignore", "pipe", "pipe"]
+      })
+      const exited = outcome(child)
+      child.stdout?.on("data", (chunk: Buffer) => {
+        if (chunk.toString().includes("listening on")) child.kill("SIGTERM")
+      })
+      const { code, stderr, stdout } = await exited
+      return { code, stderr, listened: stdout.includes("listening on") }
+    }
+
+    it.each(["fallback", "fail-open", "fail-closed"])("--on-store-failure %s", async (policy) => {
+      const server = await guarded("Right-S3cret")
+      const port = ["--port", "0", "--host", "127.0.0.1", "--on-store-failure", policy]
+      const wrong = await startOrExit([...port, "--redis", `redis://:Wrong-S3cret@127.0.0.1:${server.port}`])
+      expect(wrong).toEqual({
+        code: 1,
+        stderr: "wakuwaku proxy: Redis connect failed (Authentication): WRONGPASS invalid username-password pair or " +
+          "user is disabled.\n",
+        listened: false
+      })
+      const none = await startOrExit([...port, "--redis", server.url])
+      expect(none).toEqual({
+        code: 1,
+        stderr: "wakuwaku proxy: Redis connect failed (Authentication): NOAUTH Authentication required.\n",
+        listened: false
+      })
+    }, 60_000)
   })
 })
