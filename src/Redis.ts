@@ -164,7 +164,8 @@ export class Redis extends Context.Tag("wakuwaku/Redis")<Redis, Service>() {}
  * - `Url`: the URL cannot be used (not a `redis://` or `rediss://` URL, or not one that parses to a
  *   host, a port and a database); found before anything is sent.
  * - `Timeout`: no reply within `commandTimeout`, which is also what a reply lost to a dropped
- *   connection gives (it is never re-sent); the command may still have run.
+ *   connection gives (it is never re-sent); the command may still have run. The message adds what the
+ *   connection last reported, if anything: `Command timed out after 2000 ms (the connection: …)`.
  * - `ReadOnly`: a write reached a read-only replica (`READONLY …`).
  * - `OutOfMemory`: the server is over `maxmemory` with a no-eviction policy (`OOM …`).
  * - `Script`: the server rejected or failed a script (`ERR …` from Lua).

@@ -437,7 +437,8 @@ describe("running", () => {
 
     it.each(["fallback", "fail-open", "fail-closed"])("--on-store-failure %s", async (policy) => {
       const server = await guarded("Right-S3cret")
-      const port = ["--port", "0", "--host", "127.0.0.1", "--on-store-failure", policy]
+      // A store timeout a loaded machine cannot reach: the server's refusal, not a timeout, decides.
+      const port = ["--port", "0", "--host", "127.0.0.1", "--on-store-failure", policy, "--store-timeout", "5s"]
       const wrong = await startOrExit([...port, "--redis", `redis://:Wrong-S3cret@127.0.0.1:${server.port}`])
       expect(wrong).toEqual({
         code: 1,

@@ -16,7 +16,7 @@ import { decodedExit, type Outcome, toEffect } from "./client/batch.js"
 import { EVERY_MASTER, onEveryMaster } from "./client/cluster.js"
 import type { Deadlines } from "./client/deadlines.js"
 import { dedicated } from "./client/dedicated.js"
-import { redisError } from "./errors.js"
+import { redisError, timedOut } from "./errors.js"
 import { checkKeys, scriptEntry, type ScriptOn } from "./script.js"
 
 export { Deadlines } from "./client/deadlines.js"
@@ -51,9 +51,7 @@ export const make = (client: IORedis | Cluster, deadlines?: Deadlines, last?: ()
       if (entry) deadlines!.untrack(entry)
       settle(outcome)
     }
-    const entry = deadlines?.track(() =>
-      finish({ error: redisError(operation(), new Error(`Command timed out after ${deadlines.timeout} ms`)) })
-    )
+    const entry = deadlines?.track(() => finish({ error: redisError(operation(), timedOut(deadlines.timeout, last)) }))
     const onError = (cause: unknown) => finish({ error: redisError(operation(), cause, last) })
     const onReply = (reply: unknown) => finish({ reply })
     run().then(onReply, (cause: unknown) => {

@@ -97,6 +97,18 @@ export const redisError = (operation: string, cause: unknown, last?: () => unkno
 }
 
 /**
+ * @internal A command's deadline passed: `Command timed out after 500 ms`, and what the connection last
+ * reported, if anything (`… (the connection: connect ECONNREFUSED 127.0.0.1:6379)`): a reply lost with
+ * the connection times out, and the loss is why.
+ */
+export const timedOut = (ms: number, last: (() => unknown) | undefined): Error => {
+  const reported = last?.()
+  return new Error(
+    `Command timed out after ${ms} ms${reported === undefined ? "" : ` (the connection: ${messageOf(reported)})`}`
+  )
+}
+
+/**
  * @internal Keeps the last error an owned client's connection reported (a socket error, or the server's
  * refusal of the credentials), until it is ready again, for {@link redisError}. It is also the client's
  * listener of `error`, without which ioredis prints every error on the console.
