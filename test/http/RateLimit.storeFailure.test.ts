@@ -108,7 +108,7 @@ describe("RateLimit onStoreFailure, with Redis stopped mid-run", () => {
           level: "WARN",
           message: [
             expect.stringMatching(
-              /^wakuwaku\/http: the rate limiter's store failed \((Connection|Timeout): [^)]+\); requests are refused with 503 until it answers \(fail-closed\)$/
+              /^wakuwaku\/http: the rate limiter's store failed \((Connection|Timeout): .+\); requests are refused with 503 until it answers \(fail-closed\)$/
             )
           ],
           annotations: { "ratelimit.policy": ns, "ratelimit.onStoreFailure": "fail-closed" }
@@ -147,7 +147,7 @@ describe("RateLimit onStoreFailure, with Redis stopped mid-run", () => {
         level: "WARN",
         message: [
           expect.stringMatching(
-            /^wakuwaku\/http: the rate limiter's store failed \((Connection|Timeout): [^)]+\); requests pass until it answers \(fail-open\)$/
+            /^wakuwaku\/http: the rate limiter's store failed \((Connection|Timeout): .+\); requests pass until it answers \(fail-open\)$/
           )
         ],
         annotations: { "ratelimit.policy": ns, "ratelimit.onStoreFailure": "fail-open" }
@@ -192,7 +192,7 @@ describe("RateLimit onStoreFailure, with Redis stopped mid-run", () => {
         level: "WARN",
         message: [
           expect.stringMatching(
-            /^wakuwaku\/http: the rate limiter's store failed \((Connection|Timeout): [^)]+\); the local fallback decides until it answers$/
+            /^wakuwaku\/http: the rate limiter's store failed \((Connection|Timeout): .+\); the local fallback decides until it answers$/
           )
         ],
         annotations: { "ratelimit.onStoreFailure": "fallback" }
@@ -230,7 +230,7 @@ describe("RateLimit onStoreFailure, with Redis stopped mid-run", () => {
             expect.stringMatching(
               new RegExp(
                 `^wakuwaku/http: the rate limiter's store answers again, after ${failed} failed calls ` +
-                  "\\((Connection|Timeout): [^)]+\\)$"
+                  "\\((Connection|Timeout): .+\\)$"
               )
             )
           ],
