@@ -16,8 +16,10 @@
  * - **The store failed** (`RedisError`): what `onStoreFailure` says, an explicit choice with no
  *   default: `"fail-closed"` answers `503`; `"fail-open"` lets the request through (with
  *   `RateLimit-Policy` only); {@link fallback} decides on a local limiter, the same policy on an
- *   embedded memory store capped at `maxEntries` names. Every failure is logged (a warning, per
- *   request) and counted in {@link storeFailures}.
+ *   embedded memory store capped at `maxEntries` names. Every failure is counted in {@link storeFailures};
+ *   the log has two lines per outage, not one per request: a warning at its first failure, with the
+ *   store's reason (`Connection: connect ECONNREFUSED 127.0.0.1:6379`), and a line when the store answers
+ *   a request again, with the count of failed calls in between.
  *
  * **Several limits, one decision.** `limiter: [PER_SECOND, PER_HOUR]` decides the limiters as one, all or
  * nothing: a request any of them denies spends from none. On one Redis, and on a Cluster when the keys
@@ -599,7 +601,9 @@ export const fallback: (options: { readonly maxEntries: number }) => Fallback = 
 export const decisions: Metric.Metric.Counter<number> = internal.decisions
 
 /**
- * Store failures per policy: a counter tagged `policy` and `reason` (the `RedisError` reason).
+ * Store failures per policy: a counter tagged `policy` and `reason` (the `RedisError` reason:
+ * `Connection`, `Authentication`, `Timeout`, …). Counted per failed call, where the log says only when an
+ * outage begins and ends.
  *
  * @since 0.1.0
  * @category observability

@@ -34,7 +34,8 @@
  *   server. The service keeps this deadline itself (one interval per connection), not ioredis, whose
  *   per-command timer cost more than the rest of a call.
  * - `connectTimeout` 2 s; an owned client connects while the layer is built, so an unreachable server
- *   fails the layer with `RedisError` (reason `Connection`).
+ *   fails the layer with `RedisError` (reason `Connection`, with the socket's error: `connect
+ *   ECONNREFUSED …`), and a refused password with reason `Authentication` (`WRONGPASS …`).
  * - `autoResendUnfulfilledCommands: false`: ioredis by default re-sends, after a reconnect, a command
  *   whose reply was lost, which can run a script twice (spend tokens twice). Here such a command is
  *   never sent again: it fails with `Timeout`, and the caller decides. Paired with the command
@@ -53,6 +54,7 @@ import * as Context from "effect/Context"
 import type * as Duration from "effect/Duration"
 import type * as Effect from "effect/Effect"
 import type * as Layer from "effect/Layer"
+import type * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import type {
@@ -155,9 +157,15 @@ export class Redis extends Context.Tag("wakuwaku/Redis")<Redis, Service>() {}
  * Why a Redis call failed.
  *
  * - `Connection`: the server could not be reached (while connecting, or a command issued while
- *   disconnected ran out of reconnection attempts).
+ *   disconnected ran out of reconnection attempts). The cause is the socket's own error when there is
+ *   one: `connect ECONNREFUSED 127.0.0.1:6379`, `getaddrinfo ENOTFOUND redis`, `connect ETIMEDOUT`.
+ * - `Authentication`: the server refused the credentials (`WRONGPASS …`), or wants some (`NOAUTH …`).
+ *   A misconfiguration, not an outage: retrying does not help.
+ * - `Url`: the URL cannot be used (not a `redis://` or `rediss://` URL, or not one that parses to a
+ *   host, a port and a database); found before anything is sent.
  * - `Timeout`: no reply within `commandTimeout`, which is also what a reply lost to a dropped
- *   connection gives (it is never re-sent); the command may still have run.
+ *   connection gives (it is never re-sent); the command may still have run. The message adds what the
+ *   connection last reported, if anything: `Command timed out after 2000 ms (the connection: …)`.
  * - `ReadOnly`: a write reached a read-only replica (`READONLY …`).
  * - `OutOfMemory`: the server is over `maxmemory` with a no-eviction policy (`OOM …`).
  * - `Script`: the server rejected or failed a script (`ERR …` from Lua).
@@ -167,18 +175,41 @@ export class Redis extends Context.Tag("wakuwaku/Redis")<Redis, Service>() {}
  * @since 0.1.0
  * @category errors
  */
-export type RedisErrorReason = "Connection" | "Timeout" | "ReadOnly" | "OutOfMemory" | "Script" | "Reply" | "Server"
+export type RedisErrorReason =
+  | "Connection"
+  | "Authentication"
+  | "Url"
+  | "Timeout"
+  | "ReadOnly"
+  | "OutOfMemory"
+  | "Script"
+  | "Reply"
+  | "Server"
 
 /**
  * A server or connection failure. Never a defect: it is in the error channel. A `Schema.TaggedError`,
- * so it crosses an API boundary (`cause` travels as `Schema.Defect` encodes it).
+ * so it crosses an API boundary (`cause` travels as `Schema.Defect` encodes it). Its message is the
+ * operation, the reason and the server's or the socket's words:
+ * `Redis connect failed (Authentication): WRONGPASS invalid username-password pair or user is disabled.`
+ * Neither the message nor the cause holds a password: a URL in them is masked (`redis://***@host`), and
+ * an authentication failure's cause does not keep the AUTH command ioredis sent.
  *
  * @since 0.1.0
  * @category errors
  */
 export class RedisError extends Schema.TaggedError<RedisError>("wakuwaku/RedisError")("RedisError", {
   /** Why it failed. */
-  reason: Schema.Literal("Connection", "Timeout", "ReadOnly", "OutOfMemory", "Script", "Reply", "Server"),
+  reason: Schema.Literal(
+    "Connection",
+    "Authentication",
+    "Url",
+    "Timeout",
+    "ReadOnly",
+    "OutOfMemory",
+    "Script",
+    "Reply",
+    "Server"
+  ),
   /** The command, or `script <name>`, or `connect`. */
   operation: Schema.String,
   /** What ioredis or the server said. */
@@ -212,9 +243,15 @@ export class InvalidInput extends Schema.TaggedError<InvalidInput>("wakuwaku/Inv
  * @since 0.1.0
  * @category models
  */
-export interface Options extends Omit<RedisOptions, "commandTimeout" | "connectTimeout" | "lazyConnect"> {
-  /** `redis://[[user]:password@]host[:port][/db]`; options given beside it win. */
-  readonly url?: string | undefined
+export interface Options extends Omit<RedisOptions, "commandTimeout" | "connectTimeout" | "lazyConnect" | "password"> {
+  /**
+   * `redis://[[user]:password@]host[:port][/db]` (`rediss://` for TLS), with a password percent-encoded
+   * (`@` as `%40`, `/` as `%2F`); options given beside it win. A `Redacted` one (`Config.redacted`) stays
+   * redacted: the library prints a URL only masked (`redis://***@host:6379`), either way.
+   */
+  readonly url?: string | Redacted.Redacted<string> | undefined
+  /** The password, beside the URL or instead of its own; a `Redacted` one stays redacted. */
+  readonly password?: string | Redacted.Redacted<string> | undefined
   /** How long a command may wait for its reply. Default 2 seconds. */
   readonly commandTimeout?: Duration.DurationInput | undefined
   /** How long connecting may take. Default 2 seconds. */
@@ -285,7 +322,8 @@ export const layerReadOnly = (options?: Options): Layer.Layer<ReadOnly, RedisErr
 /**
  * {@link layer}, with its options read through Effect `Config`: each option a `Config` of its own (or
  * a plain value with `Config.succeed`), or one `Config` of them all. By default, the URL from
- * `REDIS_URL` and nothing else.
+ * `REDIS_URL`, read as `Config.redacted`, and nothing else. The URL and the password are secrets: read
+ * them with `Config.redacted`, as Effect's own clients do, and they never show in a log of the config.
  *
  * @example
  * ```ts
@@ -293,8 +331,14 @@ export const layerReadOnly = (options?: Options): Layer.Layer<ReadOnly, RedisErr
  * import { Redis } from "wakuwaku"
  *
  * export const RedisLive = Redis.layerConfig({
- *   url: Config.string("REDIS_URL"),
+ *   url: Config.redacted("REDIS_URL"),
  *   commandTimeout: Config.duration("REDIS_COMMAND_TIMEOUT").pipe(Config.withDefault("2 seconds"))
+ * })
+ *
+ * // A URL without its password, and the password beside it.
+ * export const RedisWithPassword = Redis.layerConfig({
+ *   url: Config.string("REDIS_URL"),
+ *   password: Config.redacted("REDIS_PASSWORD")
  * })
  * ```
  *

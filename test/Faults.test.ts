@@ -101,6 +101,15 @@ describe("Faults", () => {
             reason: "Connection",
             operation: "script TokenBucket.acquire"
           })
+          // What the socket said (the server refused the reconnection, the kill reset the connection), or that
+          // the connection was lost: never ioredis's own "Reached the max retries …".
+          console.info(`SIGKILL: ${error.message}`)
+          expect(error.message).toMatch(
+            new RegExp(
+              "^Redis script TokenBucket\\.acquire failed \\(Connection\\): " +
+                `(connect ECONNREFUSED 127\\.0\\.0\\.1:${server.port}|read ECONNRESET|the connection to the server was lost)$`
+            )
+          )
           expect(surfaced).toBeLessThan(500 + 200)
           // The same port again: a new, empty server (no persistence), which the client finds by itself.
           yield* RedisServer.make({ port: server.port })
@@ -339,6 +348,89 @@ describe("Faults", () => {
       30_000
     )
   }
+
+  it.live(
+    "the HTTP proxy logs an outage twice (gone, back), not per request, with the reason and the URL masked",
+    () =>
+      Effect.gen(function*() {
+        const password = "Outage-S3cret"
+        const args = ["--requirepass", password]
+        const server = yield* RedisServer.make({ args })
+        const url = `redis://:${password}@127.0.0.1:${server.port}`
+        const origin = yield* Effect.acquireRelease(
+          Effect.promise(() => upstream((_, res) => res.end("ok"))),
+          (u) => Effect.promise(() => u.close())
+        )
+        const proxy = yield* Effect.acquireRelease(
+          Effect.promise(() =>
+            startProxy(["--upstream", origin.url, "--redis", url, "--capacity", "1000", "--store-timeout", "300ms"])
+          ),
+          (p) => Effect.promise(() => (p.child.kill("SIGTERM"), p.exited))
+        )
+        let output = ""
+        proxy.child.stdout?.on("data", (chunk: Buffer) => (output += chunk.toString()))
+        proxy.child.stderr?.on("data", (chunk: Buffer) => (output += chunk.toString()))
+        const statuses = (n: number) =>
+          Effect.promise(async () => {
+            const seen = new Set<number>()
+            for (let i = 0; i < n; i++) seen.add((await request(proxy.port)).status)
+            return [...seen]
+          })
+        // Requests until one has reached Redis: the proxy's client is ready (on a loaded machine it may not
+        // be within the store timeout of its start, which is an outage of its own, logged before the kill).
+        const raw = yield* Effect.acquireRelease(
+          Effect.sync(() => new IORedis(server.port, "127.0.0.1", { password })),
+          (client) => Effect.sync(() => client.disconnect())
+        )
+        const started = performance.now()
+        while ((yield* Effect.promise(() => raw.dbsize())) === 0 && performance.now() - started < 15_000) {
+          expect(yield* statuses(1)).toEqual([200])
+        }
+        expect(yield* statuses(10)).toEqual([200])
+        const before = output.length
+        process.kill(server.pid, "SIGKILL")
+        // 40 requests while Redis is down, decided by the fallback.
+        expect(yield* statuses(40)).toEqual([200])
+        yield* RedisServer.make({ port: server.port, args })
+        // Until a request reaches Redis again (the client reconnects with a backoff of its own).
+        const restarted = performance.now()
+        while (!output.slice(before).includes("answers again") && performance.now() - restarted < 15_000) {
+          expect(yield* statuses(1)).toEqual([200])
+          yield* Effect.sleep("25 millis")
+        }
+        expect(yield* statuses(10)).toEqual([200])
+        proxy.child.kill("SIGTERM")
+        yield* Effect.promise(() => proxy.exited)
+        // Log entries (Effect's pretty logger): a head line, then the annotations indented.
+        const entries = output.slice(before).split(/\n(?=\S)/).filter((entry) =>
+          entry.includes("the rate limiter's store")
+        )
+        console.info(`outage log:\n${entries.join("\n")}`)
+        expect(entries, output).toHaveLength(2)
+        // The first failure: a call refused, or one whose reply the kill lost, which times out.
+        // The socket's words: the kill reset the connection, or a reconnection was refused.
+        const lost =
+          `(connect ECONNREFUSED 127\\.0\\.0\\.1:${server.port}|read ECONNRESET|the connection to the server was lost)`
+        const reason = `(Connection: ${lost}|Timeout: Command timed out after 300 ms \\(the connection: ${lost}\\))`
+        expect(entries[0]).toMatch(
+          new RegExp(
+            `^\\[[\\d:.]+\\] WARN \\(#\\d+\\): wakuwaku/http: the rate limiter's store failed \\(${reason}\\); ` +
+              "the local fallback decides until it answers\n"
+          )
+        )
+        expect(entries[1]).toMatch(
+          new RegExp(
+            `^\\[[\\d:.]+\\] INFO \\(#\\d+\\): wakuwaku/http: the rate limiter's store answers again, after ` +
+              `\\d+ failed calls \\(${reason}\\)\n`
+          )
+        )
+        for (const entry of entries) {
+          expect(entry).toContain(`\n  ratelimit.store: redis://***@127.0.0.1:${server.port}\n`)
+        }
+        expect(output).not.toContain(password)
+      }).pipe(Effect.scoped),
+    45_000
+  )
 
   // Last in the file (tests in a file run in order): every fault above has ended, and nothing of them
   // still runs. Fibers forked into a scope (renewals, receivers, sweeps) are roots while they live.

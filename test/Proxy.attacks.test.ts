@@ -12,7 +12,7 @@ import { afterEach, describe, expect, it } from "vitest"
 import { Rate, Redis, TokenBucket } from "wakuwaku"
 import * as Proxy from "wakuwaku/Proxy"
 import { RedisServer } from "wakuwaku/testing"
-import { cleanEnv, closedPort, request, startProxy, upstream } from "./support/proxy.js"
+import { cleanEnv, closedPort, request, runCli, startProxy, upstream } from "./support/proxy.js"
 
 const MB = 1024 * 1024
 
@@ -212,21 +212,43 @@ describe("2. the header cap: too many lines is a 431, never a request forwarded 
 })
 
 describe("3. the Redis password is never printed", () => {
-  it("--redis and REDIS_URL with userinfo: the banner and the logs show ***, never the password", async () => {
-    const port = await closedPort()
-    for (
-      const [args, env] of [
-        [["--redis", `redis://default:S3cret@127.0.0.1:${port}/0`], cleanEnv()],
-        [[], cleanEnv({ REDIS_URL: `redis://default:S3cret@127.0.0.1:${port}` })]
+  it(
+    "--redis and REDIS_URL with userinfo, in any form: the banner and the logs show ***, never the password",
+    async () => {
+      const port = await closedPort()
+      const cases = [
+        [["--redis", `redis://default:S3cret@127.0.0.1:${port}/0`], cleanEnv(), `redis://***@127.0.0.1:${port}/0`],
+        [[], cleanEnv({ REDIS_URL: `redis://default:S3cret@127.0.0.1:${port}` }), `redis://***@127.0.0.1:${port}`],
+        // A password with an unencoded @ ("S3c@ret"): the host is what follows the last @.
+        [["--redis", `redis://:S3c@ret@127.0.0.1:${port}`], cleanEnv(), `redis://***@127.0.0.1:${port}`],
+        // A password in the query, which ioredis reads as an option.
+        [["--redis", `redis://127.0.0.1:${port}?password=S3cret`], cleanEnv(), `redis://127.0.0.1:${port}?password=***`]
       ] as const
-    ) {
-      const proxy = await startProxy(["--demo", ...args], env)
-      proxy.child.kill("SIGTERM")
-      const exit = await proxy.exited
-      expect(exit.stdout).toContain(`store:    Redis at redis://***@127.0.0.1:${port}`)
-      expect(exit.stdout + exit.stderr).not.toContain("S3cret")
-      expect(exit.stdout + exit.stderr).not.toContain("default:")
-    }
+      // The proxies run side by side: each takes seconds to start.
+      await Promise.all(cases.map(async ([args, env, shown]) => {
+        const proxy = await startProxy(["--demo", ...args], env)
+        // A request while Redis is down: the outage's log line, with the store's URL.
+        expect((await request(proxy.port)).status).toBe(200)
+        proxy.child.kill("SIGTERM")
+        const exit = await proxy.exited
+        expect(exit.stdout).toContain(
+          `store:    Redis at ${shown}, on failure: fallback (NOT ANSWERING at start: connect `
+        )
+        expect(exit.stdout + exit.stderr).toContain(`ratelimit.store: ${shown}\n`)
+        expect(exit.stdout + exit.stderr).not.toMatch(/S3c|ret@|default:/)
+      }))
+    },
+    120_000
+  )
+
+  it("a URL the command refuses is echoed masked: exit 2, one line", async () => {
+    const { code, stderr, stdout } = await runCli(["proxy", "--demo", "--redis", "http://:hunter2@127.0.0.1:6379"])
+    expect({ code, stderr, stdout }).toEqual({
+      code: 2,
+      stderr: "wakuwaku proxy: --redis: expected a redis:// or rediss:// URL, got \"http://***@127.0.0.1:6379/\" " +
+        "(see wakuwaku proxy --help)\n",
+      stdout: ""
+    })
   }, 30_000)
 })
 
@@ -461,26 +483,39 @@ describe("9. the proxy starts while Redis is down under fallback and fail-open",
     // Redis comes up on that port: the proxy notices, and decisions go to it.
     const redis = await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
       const server = yield* RedisServer.make({ port })
-      for (let i = 0; i < 400 && !/answers; limits are shared again/.test(output); i++) {
+      const { Redis: IORedis } = yield* Effect.promise(() => import("ioredis"))
+      const client = yield* Effect.acquireRelease(
+        Effect.sync(() => new IORedis(server.url)),
+        (client) => Effect.promise(() => client.quit())
+      )
+      const keys = () => Effect.promise(() => client.keys("*down-at-start*"))
+      // Requests until one reaches Redis (the proxy's client reconnects with a backoff of its own).
+      const started = performance.now()
+      while ((yield* keys()).length === 0 && performance.now() - started < 15_000) {
+        yield* Effect.promise(() => request(proxy.port))
         yield* Effect.sleep("25 millis")
       }
+      // The bucket of 2 in Redis has one token left for this client.
       const reply = yield* Effect.promise(() => request(proxy.port, { headers: { "x-try": "redis" } }))
-      const keys = yield* Effect.promise(async () => {
-        const { Redis: IORedis } = await import("ioredis")
-        const client = new IORedis(server.url)
-        const found = await client.keys("*down-at-start*")
-        await client.quit()
-        return found
-      })
-      return { reply, keys }
+      return { reply, keys: yield* keys() }
     })))
     expect(redis.reply.status).toBe(200)
     expect(redis.keys.length).toBe(1)
     proxy.child.kill("SIGTERM")
     const exit = await proxy.exited
-    expect(exit.stdout).toContain("(NOT ANSWERING at start: fallback applies until it does)")
-    expect(exit.stdout + exit.stderr).toMatch(/does not answer; applying --on-store-failure fallback until it does/)
-    expect(exit.stdout + exit.stderr).toMatch(/answers; limits are shared again/)
+    expect(exit.stdout).toContain(
+      `(NOT ANSWERING at start: connect ECONNREFUSED 127.0.0.1:${port}; fallback applies until it does)`
+    )
+    expect(exit.stdout + exit.stderr).toContain(
+      `WARN (#`
+    )
+    expect(exit.stdout + exit.stderr).toContain(
+      `wakuwaku/http: the rate limiter's store failed (Connection: connect ECONNREFUSED 127.0.0.1:${port}); the ` +
+        "local fallback decides until it answers\n"
+    )
+    expect(exit.stdout + exit.stderr).toMatch(
+      /wakuwaku\/http: the rate limiter's store answers again, after \d+ failed/
+    )
     expect(exit.code).toBe(0)
   }, 30_000)
 

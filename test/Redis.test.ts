@@ -1,12 +1,17 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Config, ConfigProvider, Effect, Exit, Layer, Scope } from "effect"
+import { Config, ConfigProvider, Effect, Exit, Layer, Redacted, Schema, Scope } from "effect"
 import { Redis as IORedis } from "ioredis"
 import { createServer, type Server, type Socket } from "node:net"
+import { inspect } from "node:util"
 import { Rate, Redis, TokenBucket } from "wakuwaku"
 import { RedisServer } from "wakuwaku/testing"
 import { freshNamespace, redisUrl } from "./support/redis.js"
 
 const bucket = () => TokenBucket.make<string>(freshNamespace(), 5, Rate.perSecond(1))
+
+const PASSWORD = "Hunter2-right"
+const WRONG = "Hunter2-wrong"
+const ENCODE = "percent-encode a password's / ? # and @ (%2F %3F %23 %40)"
 
 const failureOf = <A, E>(exit: Exit.Exit<A, E>): E => {
   if (Exit.isSuccess(exit)) throw new Error("expected a failure")
@@ -50,6 +55,9 @@ describe("Redis", () => {
       const error = failureOf(exit)
       expect(error).toBeInstanceOf(Redis.RedisError)
       expect(error).toMatchObject({ _tag: "RedisError", reason: "Connection", operation: "connect" })
+      // The socket's own words, not ioredis's "Connection is closed.".
+      expect(error.message).toBe(`Redis connect failed (Connection): connect ECONNREFUSED 127.0.0.1:${port}`)
+      expect((error.cause as { code?: string }).code).toBe("ECONNREFUSED")
       expect(performance.now() - started).toBeLessThan(1000)
     }))
 
@@ -70,6 +78,9 @@ describe("Redis", () => {
       )
       const elapsed = performance.now() - started
       expect(failureOf(exit)).toMatchObject({ _tag: "RedisError", reason: "Connection", operation: "connect" })
+      expect(failureOf(exit).message).toBe(
+        "Redis connect failed (Connection): connect ETIMEDOUT: not ready within 300 ms"
+      )
       expect(elapsed).toBeGreaterThanOrEqual(290)
       expect(elapsed).toBeLessThan(1000)
     }).pipe(Effect.scoped))
@@ -176,6 +187,111 @@ describe("Redis", () => {
       expect(oom).toMatchObject({ _tag: "RedisError", reason: "OutOfMemory" })
       expect(oom.message).toContain("OOM command not allowed")
     }).pipe(Effect.scoped))
+
+  describe("the server's or the socket's reason, never ioredis's \"Connection is closed.\"", () => {
+    /** A server that wants a password. */
+    const guarded = RedisServer.make({ args: ["--requirepass", PASSWORD] })
+    const connect = (options: Redis.Options) =>
+      Effect.flip(Effect.scoped(Layer.build(Redis.layer({ connectTimeout: "1 second", ...options }))))
+
+    it.live("a wrong password: Authentication, with the server's WRONGPASS, and the password nowhere in the error", () =>
+      Effect.gen(function*() {
+        const server = yield* guarded
+        const error = yield* connect({ url: `redis://:${WRONG}@127.0.0.1:${server.port}` })
+        expect(error).toMatchObject({ _tag: "RedisError", reason: "Authentication", operation: "connect" })
+        expect(error.message).toBe(
+          "Redis connect failed (Authentication): WRONGPASS invalid username-password pair or user is disabled."
+        )
+        expect((error.cause as Error).message).toBe("WRONGPASS invalid username-password pair or user is disabled.")
+        // ioredis's ReplyError keeps the AUTH command, with the password as its argument: not kept here.
+        const printed = [inspect(error, { depth: 10 }), JSON.stringify(Schema.encodeSync(Redis.RedisError)(error))]
+        for (const text of printed) expect(text).not.toContain(WRONG)
+      }).pipe(Effect.scoped))
+
+    it.live("no password: Authentication, with the server's NOAUTH", () =>
+      Effect.gen(function*() {
+        const server = yield* guarded
+        const error = yield* connect({ url: server.url })
+        expect(error).toMatchObject({ _tag: "RedisError", reason: "Authentication", operation: "connect" })
+        expect(error.message).toBe("Redis connect failed (Authentication): NOAUTH Authentication required.")
+      }).pipe(Effect.scoped))
+
+    it.live("a host that does not resolve: Connection, with getaddrinfo's words", () =>
+      Effect.gen(function*() {
+        const error = yield* connect({ url: "redis://wakuwaku-nowhere.invalid:6379" })
+        expect(error).toMatchObject({ _tag: "RedisError", reason: "Connection", operation: "connect" })
+        // ENOTFOUND where a resolver answers; EAI_AGAIN on a machine with none.
+        expect(error.message).toMatch(
+          /^Redis connect failed \(Connection\): getaddrinfo (ENOTFOUND|EAI_AGAIN) wakuwaku-nowhere\.invalid$/
+        )
+      }))
+
+    it.live("a URL that cannot be used: Url, found before connecting, the URL masked in the message", () =>
+      Effect.gen(function*() {
+        for (
+          const [url, message] of [
+            // The password "hun@ter/2": a URL parser takes "hun" for it, "ter" for the host and the rest for the path.
+            [`redis://:hun@ter/2@127.0.0.1:6379`, `an @ after the host: ${ENCODE}, got "redis://***@127.0.0.1:6379"`],
+            // The password "hun/ter2": no host before the "/", so no URL at all.
+            [`redis://:hun/ter2@127.0.0.1:6379`, `not a URL: ${ENCODE}, got "redis://***@127.0.0.1:6379"`],
+            [`redis://:hun?ter2@127.0.0.1:6379`, `not a URL: ${ENCODE}, got "redis://***@127.0.0.1:6379"`],
+            [
+              `http://:hunter2@127.0.0.1:6379`,
+              `expected a redis:// or rediss:// URL, got "http://***@127.0.0.1:6379/"`
+            ],
+            [`redis://:hunter2`, `expected a redis:// or rediss:// URL, got "redis://***"`],
+            [
+              `redis://:hunter2@127.0.0.1/zero`,
+              `expected a database number after the host, such as /0, got ${
+                JSON.stringify("redis://***@127.0.0.1/zero")
+              }`
+            ]
+          ] as const
+        ) {
+          const error = yield* connect({ url: Redacted.make(url) })
+          expect(error).toMatchObject({ _tag: "RedisError", reason: "Url", operation: "connect" })
+          expect(error.message).toBe(`Redis connect failed (Url): ${message}`)
+          expect(inspect(error, { depth: 10 })).not.toMatch(/hun|ter2|ter\//)
+        }
+      }))
+
+    it.live("a password with an unencoded @ is read as the whole password", () =>
+      Effect.gen(function*() {
+        const server = yield* RedisServer.make({ args: ["--requirepass", "p@ss"] })
+        const admission = yield* bucket().acquire("a", 1).pipe(
+          Effect.provide(Redis.layer({ url: `redis://:p@ss@127.0.0.1:${server.port}` }))
+        )
+        expect(admission).toEqual(TokenBucket.Admission.Allowed({ remaining: 4 }))
+      }).pipe(Effect.scoped))
+
+    it.live("layerConfig reads REDIS_URL as a Redacted; a Redacted password beside a URL wins over the URL's", () =>
+      Effect.gen(function*() {
+        const server = yield* guarded
+        const withUrl = ConfigProvider.fromMap(
+          new Map([["REDIS_URL", `redis://:${PASSWORD}@127.0.0.1:${server.port}`]])
+        )
+        expect(
+          yield* bucket().acquire("a", 1).pipe(
+            Effect.provide(Redis.layerConfig().pipe(Layer.provide(Layer.setConfigProvider(withUrl))))
+          )
+        ).toEqual(TokenBucket.Admission.Allowed({ remaining: 4 }))
+        const beside = ConfigProvider.fromMap(
+          new Map([["MY_URL", `redis://:${WRONG}@127.0.0.1:${server.port}`], ["MY_PASSWORD", PASSWORD]])
+        )
+        const live = Redis.layerConfig({ url: Config.redacted("MY_URL"), password: Config.redacted("MY_PASSWORD") })
+        expect(
+          yield* bucket().acquire("a", 1).pipe(
+            Effect.provide(live.pipe(Layer.provide(Layer.setConfigProvider(beside))))
+          )
+        ).toEqual(TokenBucket.Admission.Allowed({ remaining: 4 }))
+        // A plain string beside the URL wins too (the options' documented order).
+        expect(
+          yield* bucket().acquire("a", 1).pipe(
+            Effect.provide(Redis.layer({ url: `redis://:${WRONG}@127.0.0.1:${server.port}`, password: PASSWORD }))
+          )
+        ).toEqual(TokenBucket.Admission.Allowed({ remaining: 4 }))
+      }).pipe(Effect.scoped))
+  })
 
   it.live("a server error reply is a typed RedisError carrying the command", () =>
     Effect.gen(function*() {

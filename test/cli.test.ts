@@ -3,10 +3,11 @@
  * parser is tested in this process; the command itself runs as a child process (node with tsx, from
  * the sources), as `npm start` runs it.
  */
-import { Duration } from "effect"
+import { Duration, Effect, Exit, Scope } from "effect"
 import { spawn } from "node:child_process"
 import * as Net from "node:net"
 import { afterEach, describe, expect, it } from "vitest"
+import { RedisServer } from "wakuwaku/testing"
 import { type Config, envNames, flagNames, parse } from "../src/internal/proxy/cli.js"
 import {
   cleanEnv,
@@ -305,6 +306,55 @@ describe("parse", () => {
     expect(invalid(argv)).toBe(`wakuwaku proxy: ${message} (see wakuwaku proxy --help)`)
   })
 
+  describe("a URL in a refused value is printed with its password masked, whatever its form", () => {
+    const encode = "percent-encode a password's / ? # and @ (%2F %3F %23 %40)"
+    it.each([
+      // Not a Redis URL.
+      ["http://:hunter2@redis:6379", `expected a redis:// or rediss:// URL, got "http://***@redis:6379/"`],
+      // The password "hun@ter/2" unencoded: a URL parser reads "hun" as the password and "ter" as the host.
+      ["redis://:hun@ter/2@redis:6379", `an @ after the host: ${encode}, got "redis://***@redis:6379"`],
+      // The passwords "hun/ter2", "hun?ter2", "hun#ter2": no URL at all.
+      ["redis://:hun/ter2@redis:6379", `not a URL: ${encode}, got "redis://***@redis:6379"`],
+      ["redis://:hun?ter2@redis:6379", `not a URL: ${encode}, got "redis://***@redis:6379"`],
+      ["redis://:hun#ter2@redis:6379", `not a URL: ${encode}, got "redis://***@redis:6379"`],
+      // The host forgotten, a port out of range, a database that is not a number.
+      ["redis://:hunter2", `expected a redis:// or rediss:// URL, got "redis://***"`],
+      ["redis://:hunter2@redis:99999", `not a URL: ${encode}, got "redis://***@redis:99999"`],
+      [
+        "redis://:hunter2@redis/zero",
+        `expected a database number after the host, such as /0, got "redis://***@redis/zero"`
+      ]
+    ])("--redis and REDIS_URL %s: %s", (url, message) => {
+      const fromFlag = invalid(["proxy", "--demo", "--redis", url])
+      expect(fromFlag).toBe(`wakuwaku proxy: --redis: ${message} (see wakuwaku proxy --help)`)
+      const fromEnv = invalid(["proxy", "--demo"], { REDIS_URL: url })
+      expect(fromEnv).toBe(`wakuwaku proxy: REDIS_URL: ${message} (see wakuwaku proxy --help)`)
+      for (const text of [fromFlag, fromEnv]) expect(text).not.toMatch(/hun|ter2|ter\//)
+    })
+
+    it.each([
+      [
+        "http://user:hunter2@app:3000",
+        `the upstream URL must have no query, fragment or credentials, got "http://***@app:3000/"`
+      ],
+      [
+        "http://:hun/ter2@app:3000",
+        `the upstream must be an absolute http:// or https:// URL, got "http://***@app:3000"`
+      ],
+      ["ftp://:hunter2@app", `the upstream must be an http:// or https:// URL, got "ftp://***@app/"`]
+    ])("--upstream and WAKUWAKU_UPSTREAM %s: %s", (url, message) => {
+      const fromFlag = invalid(["proxy", "--upstream", url])
+      expect(fromFlag).toBe(`wakuwaku proxy: --upstream: ${message} (see wakuwaku proxy --help)`)
+      const fromEnv = invalid(["proxy"], { WAKUWAKU_UPSTREAM: url })
+      expect(fromEnv).toBe(`wakuwaku proxy: WAKUWAKU_UPSTREAM: ${message} (see wakuwaku proxy --help)`)
+      for (const text of [fromFlag, fromEnv]) expect(text).not.toMatch(/hun|ter2|ter\//)
+    })
+
+    it("a URL it accepts is kept as given, a password with an unencoded @ included", () => {
+      expect(config(["--demo", "--redis", "redis://:p@ss@redis:6379/2"]).redis).toBe("redis://:p@ss@redis:6379/2")
+    })
+  })
+
   it("names the variable when the bad value came from one", () => {
     expect(invalid(["proxy", "--demo"], { WAKUWAKU_PORT: "eighty" })).toBe(
       "wakuwaku proxy: WAKUWAKU_PORT: expected a port number from 0 to 65535, got \"eighty\" (see wakuwaku proxy --help)"
@@ -361,5 +411,47 @@ describe("running", () => {
     ])
     expect(code).toBe(1)
     expect(stderr).toMatch(/^wakuwaku proxy: Redis connect failed \(Connection\): [^\n]+\n$/)
+  })
+
+  describe("a misconfigured Redis is not an outage: exit 1 with the reason, under every policy", () => {
+    /** A server that wants a password, stopped after the test. */
+    const guarded = async (password: string) => {
+      const scope = await Effect.runPromise(Scope.make())
+      cleanups.push(() => Effect.runPromise(Scope.close(scope, Exit.void)))
+      return Effect.runPromise(Scope.extend(RedisServer.make({ args: ["--requirepass", password] }), scope))
+    }
+    /** Runs the proxy until it exits, or until it listens (then stops it): how it ended. */
+    const startOrExit = async (args: ReadonlyArray<string>) => {
+      const child = spawn(process.execPath, ["--import", "tsx", "src/bin.ts", "proxy", "--demo", ...args], {
+        cwd: ROOT,
+        env: cleanEnv(),
+        stdio: ["ignore", "pipe", "pipe"]
+      })
+      const exited = outcome(child)
+      child.stdout?.on("data", (chunk: Buffer) => {
+        if (chunk.toString().includes("listening on")) child.kill("SIGTERM")
+      })
+      const { code, stderr, stdout } = await exited
+      return { code, stderr, listened: stdout.includes("listening on") }
+    }
+
+    it.each(["fallback", "fail-open", "fail-closed"])("--on-store-failure %s", async (policy) => {
+      const server = await guarded("Right-S3cret")
+      // A store timeout a loaded machine cannot reach: the server's refusal, not a timeout, decides.
+      const port = ["--port", "0", "--host", "127.0.0.1", "--on-store-failure", policy, "--store-timeout", "5s"]
+      const wrong = await startOrExit([...port, "--redis", `redis://:Wrong-S3cret@127.0.0.1:${server.port}`])
+      expect(wrong).toEqual({
+        code: 1,
+        stderr: "wakuwaku proxy: Redis connect failed (Authentication): WRONGPASS invalid username-password pair or " +
+          "user is disabled.\n",
+        listened: false
+      })
+      const none = await startOrExit([...port, "--redis", server.url])
+      expect(none).toEqual({
+        code: 1,
+        stderr: "wakuwaku proxy: Redis connect failed (Authentication): NOAUTH Authentication required.\n",
+        listened: false
+      })
+    }, 60_000)
   })
 })

@@ -16,7 +16,7 @@ import { decodedExit, type Outcome, toEffect } from "./client/batch.js"
 import { EVERY_MASTER, onEveryMaster } from "./client/cluster.js"
 import type { Deadlines } from "./client/deadlines.js"
 import { dedicated } from "./client/dedicated.js"
-import { redisError } from "./errors.js"
+import { redisError, timedOut } from "./errors.js"
 import { checkKeys, scriptEntry, type ScriptOn } from "./script.js"
 
 export { Deadlines } from "./client/deadlines.js"
@@ -27,9 +27,11 @@ const isNoScript = (cause: unknown) => cause instanceof Error && cause.message.s
  * @internal The service over a client.
  *
  * - `deadlines`, when given, bounds how long a call waits for its reply.
+ * - `last`, when given (an owned client's, see `watch` in ./errors.ts), is the last error the connection
+ *   reported: a call that could not be sent fails with it, the socket's or the server's words.
  * - A script's reply is decoded by its decoder; a script with a `many` variant is batched (./client/batch.ts).
  */
-export const make = (client: IORedis | Cluster, deadlines?: Deadlines): Redis.Service => {
+export const make = (client: IORedis | Cluster, deadlines?: Deadlines, last?: () => unknown): Redis.Service => {
   /** Requests sent and not yet answered. */
   let inFlight = 0
 
@@ -49,10 +51,8 @@ export const make = (client: IORedis | Cluster, deadlines?: Deadlines): Redis.Se
       if (entry) deadlines!.untrack(entry)
       settle(outcome)
     }
-    const entry = deadlines?.track(() =>
-      finish({ error: redisError(operation(), new Error(`Command timed out after ${deadlines.timeout} ms`)) })
-    )
-    const onError = (cause: unknown) => finish({ error: redisError(operation(), cause) })
+    const entry = deadlines?.track(() => finish({ error: redisError(operation(), timedOut(deadlines.timeout, last)) }))
+    const onError = (cause: unknown) => finish({ error: redisError(operation(), cause, last) })
     const onReply = (reply: unknown) => finish({ reply })
     run().then(onReply, (cause: unknown) => {
       const again = retry?.(cause)

@@ -10,6 +10,7 @@ import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
+import * as Redacted from "effect/Redacted"
 import type * as Scope from "effect/Scope"
 import { Cluster, Redis as IORedis } from "ioredis"
 import type { RedisOptions } from "ioredis"
@@ -20,8 +21,9 @@ import { allows, type Keys, keys, type Verb, violation } from "./capability.js"
 import * as client_ from "./client.js"
 import { drop } from "./client/dedicated.js"
 import { toMillis } from "./duration.js"
-import { redisError } from "./errors.js"
+import { redisError, watch } from "./errors.js"
 import { type ScriptOn, ScriptOnId } from "./script.js"
+import { parseRedisUrl } from "./url.js"
 
 /** @internal Wraps a client the caller owns, with the client's own options. */
 export const make = (client: IORedis | Cluster): Redis.Service => client_.make(client)
@@ -33,47 +35,93 @@ const defaults = {
   quitTimeout: "1 second"
 } as const
 
-/** @internal The ioredis options an owned client gets: our defaults, then the caller's options. */
+const reveal = (value: string | Redacted.Redacted<string> | undefined): string | undefined =>
+  value === undefined || typeof value === "string" ? value : Redacted.value(value)
+
+/** What ioredis needs of a URL's parts; the URL's query comes first, its own parts win over it. */
+const fromUrl = (url: string): RedisOptions => {
+  const { db, host, password, port, query, tls, username } = parseRedisUrl(url)
+  return {
+    ...query,
+    host,
+    port,
+    ...(username === undefined ? {} : { username }),
+    ...(password === undefined ? {} : { password }),
+    ...(db === undefined ? {} : { db }),
+    ...(tls ? { tls: {} } : {})
+  }
+}
+
+/**
+ * @internal The ioredis options an owned client gets: our defaults, then the URL's parts (read by the one
+ * parser of Redis URLs, ./url.ts), then the options given beside it. Throws a `TypeError`, the URL masked,
+ * on a URL that cannot be used.
+ */
 export const clientOptions = (options: Redis.Options): RedisOptions => {
-  const { commandTimeout: _, connectTimeout, quitTimeout: __, url: ___, ...rest } = options
+  const { commandTimeout: _, connectTimeout, password, quitTimeout: __, url, ...rest } = options
+  const revealed = reveal(password)
+  const shown = reveal(url)
   return {
     maxRetriesPerRequest: 1,
     enableOfflineQueue: true,
     autoResendUnfulfilledCommands: false,
+    ...(shown === undefined ? {} : fromUrl(shown)),
     ...rest,
+    ...(revealed === undefined ? {} : { password: revealed }),
     lazyConnect: true,
     // The command timeout is kept by the service (see Deadlines), not by ioredis.
     connectTimeout: toMillis(connectTimeout ?? defaults.connectTimeout)
   }
 }
 
+/** An owned client, the last error its connection reported (see `watch`), and why it was down at start. */
+interface Watched<C> {
+  readonly client: C
+  readonly last: () => unknown
+  /** Only with `tolerateDown`: the failure of the first connect, when it failed; the client keeps trying. */
+  readonly down: Redis.RedisError | undefined
+}
+
+/** @internal Failures that are a misconfiguration, not an outage: trying again cannot help. */
+export const isMisconfiguration = (error: Redis.RedisError): boolean =>
+  error.reason === "Authentication" || error.reason === "Url"
+
 /**
  * An owned client (a connection or a cluster): connected in the scope within `connectTimeout` (the TCP
- * connect, then the ready check), quit when it closes, within `quitTimeout`, then dropped for good.
+ * connect, then the ready check), quit when it closes, within `quitTimeout`, then dropped for good. A
+ * connection it could not make fails with the last error the connection reported: the socket's
+ * (`ECONNREFUSED`, `ENOTFOUND`), or the server's refusal of the credentials (`WRONGPASS`, `NOAUTH`).
+ * With `tolerateDown`, a server that cannot be reached does not fail it: the client keeps reconnecting
+ * (a misconfiguration still fails it).
  */
 const connected = <C extends IORedis | Cluster>(
   create: () => C,
   connectTimeout: Duration.DurationInput,
   quitTimeout: Duration.DurationInput,
-  notReady: string
-) =>
+  notReady: string,
+  tolerateDown = false
+): Effect.Effect<Watched<C>, Redis.RedisError, Scope.Scope> =>
   Effect.acquireRelease(
     Effect.suspend(() => {
       const client = create()
       const stop = () => client instanceof Cluster ? client.disconnect() : drop(client as IORedis)
-      // Failures surface as typed errors of the commands; without a listener ioredis would print them.
-      client.on("error", () => {})
+      const last = watch(client)
       const timeout = toMillis(connectTimeout)
-      return Effect.tryPromise({ try: () => client.connect(), catch: (cause) => redisError("connect", cause) }).pipe(
+      return Effect.tryPromise({
+        try: () => client.connect(),
+        catch: (cause) => redisError("connect", cause, last)
+      }).pipe(
         // acquireRelease runs this uninterruptibly; the wait itself may be cut short by the timeout.
         Effect.interruptible,
         Effect.timeoutFail({
           duration: timeout,
           onTimeout: () => redisError("connect", new Error(`connect ETIMEDOUT: ${notReady} within ${timeout} ms`))
         }),
+        Effect.as<Redis.RedisError | undefined>(undefined),
+        Effect.catchIf((error) => tolerateDown && !isMisconfiguration(error), Effect.succeed),
         // Failed, timed out or interrupted: stop the client, or it would go on reconnecting.
         Effect.onExit((exit) => Exit.isSuccess(exit) ? Effect.void : Effect.sync(stop)),
-        Effect.as({ client, stop })
+        Effect.map((down) => ({ client, stop, last, down }))
       )
     }),
     ({ client, stop }) =>
@@ -84,30 +132,69 @@ const connected = <C extends IORedis | Cluster>(
         Effect.ignore,
         Effect.ensuring(Effect.sync(stop))
       )
-  ).pipe(Effect.map(({ client }) => client))
+  ).pipe(Effect.map(({ client, down, last }) => ({ client, last, down })))
 
-/** @internal An owned client: connected in the scope, quit (with a timeout) when it closes. */
-export const acquireClient = (options: Redis.Options) =>
-  connected(
-    () =>
-      options.url === undefined
-        ? new IORedis(clientOptions(options))
-        : new IORedis(options.url, clientOptions(options)),
-    options.connectTimeout ?? defaults.connectTimeout,
-    options.quitTimeout ?? defaults.quitTimeout,
-    "not ready"
+/**
+ * @internal An owned client: connected in the scope, quit (with a timeout) when it closes. With
+ * `tolerateDown`, one that need not answer at start (see `connected`).
+ */
+export const acquireClient = (
+  options: Redis.Options,
+  tolerateDown = false
+): Effect.Effect<Watched<IORedis>, Redis.RedisError, Scope.Scope> =>
+  Effect.flatMap(
+    Effect.try({
+      try: () => clientOptions(options),
+      catch: (cause) => new Redis.RedisError({ reason: "Url", operation: "connect", cause })
+    }),
+    (resolved) =>
+      connected(
+        () => new IORedis(resolved),
+        options.connectTimeout ?? defaults.connectTimeout,
+        options.quitTimeout ?? defaults.quitTimeout,
+        "not ready",
+        tolerateDown
+      )
   )
+
+/**
+ * @internal The service over an owned client that need not answer at start: the client keeps reconnecting
+ * in the background, and the failure of its first connect, if any, is returned beside the service. A
+ * misconfiguration (a refused password, a URL that cannot be used) fails it.
+ */
+export const acquireTolerant = (
+  options: Redis.Options
+): Effect.Effect<
+  { readonly layer: Layer.Layer<Redis.ReadWrite>; readonly down: Redis.RedisError | undefined },
+  Redis.RedisError,
+  Scope.Scope
+> =>
+  Effect.map(acquireClient(options, true), ({ client, down, last }) => ({
+    layer: Layer.merge(
+      Layer.succeed(
+        Redis.Redis,
+        client_.make(
+          client,
+          new client_.Deadlines(toMillis(options.commandTimeout ?? defaults.commandTimeout)),
+          last
+        )
+      ),
+      Capability.ReadWrite
+    ),
+    down
+  }))
 
 /** The service over an owned client, with command deadlines. */
 const owned = <E>(
-  acquire: Effect.Effect<IORedis | Cluster, E, Scope.Scope>,
+  acquire: Effect.Effect<Watched<IORedis | Cluster>, E, Scope.Scope>,
   commandTimeout: Duration.DurationInput | undefined
 ) =>
   Layer.scoped(
     Redis.Redis,
     Effect.map(
       acquire,
-      (client) => client_.make(client, new client_.Deadlines(toMillis(commandTimeout ?? defaults.commandTimeout)))
+      ({ client, last }) =>
+        client_.make(client, new client_.Deadlines(toMillis(commandTimeout ?? defaults.commandTimeout)), last)
     )
   )
 
@@ -123,7 +210,7 @@ export const layerReadOnly = (options: Redis.Options = {}): Layer.Layer<Redis.Re
 
 /** @internal */
 export const layerConfig = (
-  config: Config.Config.Wrap<Redis.Options> = { url: Config.string("REDIS_URL") }
+  config: Config.Config.Wrap<Redis.Options> = { url: Config.redacted("REDIS_URL") }
 ): Layer.Layer<Redis.ReadWrite, Redis.RedisError | ConfigError.ConfigError> =>
   Layer.unwrapEffect(Effect.map(Config.unwrap(config), layer))
 

@@ -49,7 +49,12 @@ const redisToStop = Effect.gen(function*() {
       quitTimeout: "100 millis"
     })
   )
-  return { client, stop: Scope.close(serverScope, Exit.void) }
+  return {
+    client,
+    stop: Scope.close(serverScope, Exit.void),
+    // The same port again: a new, empty server, which the client finds by itself.
+    restart: RedisServer.make({ port: server.port })
+  }
 })
 
 /** Serves `app` with the client, recording log lines. */
@@ -99,7 +104,15 @@ describe("RateLimit onStoreFailure, with Redis stopped mid-run", () => {
       }))
       expect(yield* count(ns, "fail-closed")).toBe(1)
       expect(logged.filter((line) => line.annotations["ratelimit.policy"] === ns)).toMatchObject([
-        { level: "WARN", annotations: { "ratelimit.policy": ns, "ratelimit.onStoreFailure": "fail-closed" } }
+        {
+          level: "WARN",
+          message: [
+            expect.stringMatching(
+              /^wakuwaku\/http: the rate limiter's store failed \((Connection|Timeout): .+\); requests are refused with 503 until it answers \(fail-closed\)$/
+            )
+          ],
+          annotations: { "ratelimit.policy": ns, "ratelimit.onStoreFailure": "fail-closed" }
+        }
       ])
     }))
 
@@ -127,11 +140,16 @@ describe("RateLimit onStoreFailure, with Redis stopped mid-run", () => {
       expect(yield* count(ns, "fail-open")).toBe(2)
       const total = (yield* failures(ns, "Connection")) + (yield* failures(ns, "Timeout"))
       expect(total).toBe(2)
+      // Two failures, one outage: one line.
       const lines = logged.filter((line) => line.annotations["ratelimit.policy"] === ns)
-      expect(lines).toHaveLength(2)
+      expect(lines).toHaveLength(1)
       expect(lines[0]).toMatchObject({
         level: "WARN",
-        message: ["wakuwaku/http: the rate limiter's store failed; the request passes (fail-open)"],
+        message: [
+          expect.stringMatching(
+            /^wakuwaku\/http: the rate limiter's store failed \((Connection|Timeout): .+\); requests pass until it answers \(fail-open\)$/
+          )
+        ],
         annotations: { "ratelimit.policy": ns, "ratelimit.onStoreFailure": "fail-open" }
       })
     }))
@@ -168,11 +186,57 @@ describe("RateLimit onStoreFailure, with Redis stopped mid-run", () => {
       expect(yield* count(ns, "allowed")).toBe(1)
       expect(yield* count(ns, "fallback-allowed")).toBe(7)
       expect(yield* count(ns, "fallback-denied")).toBe(1)
-      expect(logged.filter((line) => line.annotations["ratelimit.policy"] === ns)).toHaveLength(8)
+      // Eight failures, one outage: one line.
+      expect(logged.filter((line) => line.annotations["ratelimit.policy"] === ns)).toHaveLength(1)
       expect(logged.find((line) => line.annotations["ratelimit.policy"] === ns)).toMatchObject({
         level: "WARN",
-        message: ["wakuwaku/http: the rate limiter's store failed; the local fallback decides"],
+        message: [
+          expect.stringMatching(
+            /^wakuwaku\/http: the rate limiter's store failed \((Connection|Timeout): .+\); the local fallback decides until it answers$/
+          )
+        ],
         annotations: { "ratelimit.onStoreFailure": "fallback" }
       })
     }))
+
+  it.scopedLive(
+    "an outage is logged twice, when the store fails and when it answers again, whatever the requests",
+    () =>
+      Effect.gen(function*() {
+        const ns = freshNamespace()
+        const limiter = TokenBucket.make<string>(ns, 100, Rate.make(1, "100 seconds"))
+        const { client, restart, stop } = yield* redisToStop
+        const { logged, v4 } = yield* serveLogged(
+          RateLimit.middleware({ limiter, onStoreFailure: RateLimit.fallback({ maxEntries: 10 }) })(hello),
+          client
+        )
+        expect((yield* get(v4)).status).toBe(200)
+        yield* stop
+        for (let i = 0; i < 20; i++) expect((yield* get(v4)).status).toBe(200)
+        yield* restart
+        // Until a request is decided by Redis again (the client reconnects with a backoff of its own).
+        const restarted = performance.now()
+        while ((yield* count(ns, "allowed")) < 2 && performance.now() - restarted < 15_000) {
+          expect((yield* get(v4)).status).toBe(200)
+          yield* Effect.sleep("25 millis")
+        }
+        for (let i = 0; i < 10; i++) expect((yield* get(v4)).status).toBe(200)
+        const lines = logged.filter((line) => line.annotations["ratelimit.policy"] === ns)
+        expect(lines.map((line) => line.level)).toEqual(["WARN", "INFO"])
+        const failed = yield* count(ns, "fallback-allowed")
+        expect(failed).toBeGreaterThanOrEqual(20)
+        expect(lines[1]).toMatchObject({
+          message: [
+            expect.stringMatching(
+              new RegExp(
+                `^wakuwaku/http: the rate limiter's store answers again, after ${failed} failed calls ` +
+                  "\\((Connection|Timeout): .+\\)$"
+              )
+            )
+          ],
+          annotations: { "ratelimit.policy": ns, "ratelimit.onStoreFailure": "fallback" }
+        })
+      }),
+    30_000
+  )
 })

@@ -120,11 +120,16 @@ export interface Limit<LR> {
 export const PROBLEM_JSON = "application/problem+json"
 const QUOTA_EXCEEDED = "https://iana.org/assignments/http-problem-types#quota-exceeded"
 
-const STORE_FAILED: Record<"fail-open" | "fail-closed" | "fallback", string> = {
-  "fail-open": "wakuwaku/http: the rate limiter's store failed; the request passes (fail-open)",
-  "fail-closed": "wakuwaku/http: the rate limiter's store failed; the request is refused with 503 (fail-closed)",
-  fallback: "wakuwaku/http: the rate limiter's store failed; the local fallback decides"
+/** What happens to requests while the store is down, by policy: the end of the outage's first line. */
+const MEANWHILE: Record<"fail-open" | "fail-closed" | "fallback", string> = {
+  "fail-open": "requests pass until it answers (fail-open)",
+  "fail-closed": "requests are refused with 503 until it answers (fail-closed)",
+  fallback: "the local fallback decides until it answers"
 }
+
+/** The server's or the socket's words, with the reason: `Connection: connect ECONNREFUSED 127.0.0.1:6379`. */
+const storeReason = (error: Redis.RedisError): string =>
+  `${error.reason}: ${error.cause instanceof Error ? error.cause.message : String(error.cause)}`
 
 const UNAVAILABLE = JSON.stringify({
   type: "about:blank",
@@ -176,12 +181,22 @@ const unit = (limiter: RateLimit.Limiter<unknown>, remember: number): Unit => {
   }
 }
 
-/** What the limits of one middleware (or proxy) share: the store-failure policy and its fallback store. */
+/** A store outage as the decisions saw it: the failure that began it, and how many calls failed since. */
+interface Outage {
+  readonly first: Redis.RedisError
+  failures: number
+}
+
+/**
+ * What the limits of one middleware (or proxy) share: the store-failure policy, its fallback store, and
+ * the outage under way, if any (one per middleware, whichever of its limiters saw it).
+ */
 interface Shared {
   readonly onStoreFailure: RateLimit.OnStoreFailure
   readonly mode: "fail-open" | "fail-closed" | "fallback"
   readonly local: Redis.Service | undefined
   readonly remember: number
+  outage: Outage | undefined
 }
 
 const shared = (options: Omit<LimitOptions<unknown>, "limiter">): Shared => {
@@ -190,9 +205,50 @@ const shared = (options: Omit<LimitOptions<unknown>, "limiter">): Shared => {
     onStoreFailure,
     remember: denials.validMaxEntries(options.rememberDenials ?? 0, "wakuwaku/http: rememberDenials"),
     mode: onStoreFailure === "fail-open" || onStoreFailure === "fail-closed" ? onStoreFailure : "fallback",
-    local: isFallback(onStoreFailure) ? memory.make(onStoreFailure.store) : undefined
+    local: isFallback(onStoreFailure) ? memory.make(onStoreFailure.store) : undefined,
+    outage: undefined
   }
 }
+
+/**
+ * A store failure: the first of an outage is logged (a warning, with the store's reason), the rest only
+ * counted, so that an outage under load is one line, not one per request.
+ */
+const failed = (context: Shared, error: Redis.RedisError, names: string): Effect.Effect<void> => {
+  if (context.outage !== undefined) {
+    context.outage.failures++
+    return Effect.void
+  }
+  context.outage = { first: error, failures: 1 }
+  return Effect.logWarning(
+    `wakuwaku/http: the rate limiter's store failed (${storeReason(error)}); ${MEANWHILE[context.mode]}`
+  ).pipe(
+    Effect.annotateLogs({
+      "ratelimit.policy": names,
+      "ratelimit.onStoreFailure": context.mode,
+      "ratelimit.storeError": error.message
+    })
+  )
+}
+
+/** The store answered: the end of the outage under way, if any, is logged (with what began it), once. */
+const answered = (context: Shared, names: string): Effect.Effect<void> =>
+  Effect.suspend(() => {
+    const outage = context.outage
+    if (outage === undefined) return Effect.void
+    context.outage = undefined
+    return Effect.logInfo(
+      `wakuwaku/http: the rate limiter's store answers again, after ${outage.failures} failed ${
+        outage.failures === 1 ? "call" : "calls"
+      } (${storeReason(outage.first)})`
+    ).pipe(
+      Effect.annotateLogs({
+        "ratelimit.policy": names,
+        "ratelimit.onStoreFailure": context.mode,
+        "ratelimit.storeError": outage.first.message
+      })
+    )
+  })
 
 const deniedBody = (names: ReadonlyArray<string>) =>
   JSON.stringify({ type: QUOTA_EXCEEDED, title: "Too Many Requests", status: 429, "violated-policies": names })
@@ -229,24 +285,18 @@ const limitOf = <LR>(units: ReadonlyArray<Unit>, context: Shared): Limit<LR> => 
   const first = units[0]!
   const field = units.map((u) => u.policy.field).join(", ")
   const names = units.map((u) => u.name).join(", ")
-  const { local, mode, onStoreFailure } = context
+  const { local, onStoreFailure } = context
   const many = units.length > 1
   const limiters = units.map((u) => u.limiter) as unknown as ReadonlyArray<limits.AnyLimiter>
 
-  /** The store failed: count it, log it, and apply the policy. */
+  /** The store failed: count it, log it if it begins an outage, and apply the policy. */
   const onFailure = (
     error: Redis.RedisError,
     key: string,
     cost: number
   ): Effect.Effect<Verdict, Redis.InvalidInput, LR> => {
     for (const u of units) storeFailures.unsafeUpdate(1, [u.policyLabel, MetricLabel.make("reason", error.reason)])
-    const logged = Effect.logWarning(STORE_FAILED[mode]).pipe(
-      Effect.annotateLogs({
-        "ratelimit.policy": names,
-        "ratelimit.onStoreFailure": mode,
-        "ratelimit.storeError": error.message
-      })
-    )
+    const logged = failed(context, error, names)
     if (local === undefined) {
       const decision = onStoreFailure === "fail-open" ? "fail-open" : "fail-closed"
       return Effect.zipRight(
@@ -377,6 +427,7 @@ const limitOf = <LR>(units: ReadonlyArray<Unit>, context: Shared): Limit<LR> => 
     })
 
   const remembering = units.some((u) => u.memo !== undefined)
+  const back = answered(context, names)
 
   /** `verdict`, once a store denial (a 429, not a 413) by the limiters `by()` is remembered, if the memory is on. */
   const settled = (verdict: Verdict, by: () => ReadonlyArray<Unit>, key: string, cost: number) =>
@@ -402,22 +453,29 @@ const limitOf = <LR>(units: ReadonlyArray<Unit>, context: Shared): Limit<LR> => 
     },
     decide: many
       ? (key, cost) =>
-        limits.acquire(limiters, key, cost).pipe(
-          Effect.flatMap((outcome) =>
-            settled(
-              fromOutcome(outcome, cost, false),
-              () => units.filter((_, i) => outcome.admissions[i]!._tag === "Denied"),
-              key,
-              cost
-            )
-          ),
-          Effect.catchTag("RedisError", (error) => onFailure(error, key, cost))
-        ) as Effect.Effect<Verdict, Redis.InvalidInput, LR>
+        Effect.suspend(() => {
+          const asked = limits.acquire(limiters, key, cost)
+          // During an outage, an answer ends it; otherwise nothing is added to the hot path.
+          return (context.outage === undefined ? asked : Effect.zipLeft(asked, back)).pipe(
+            Effect.flatMap((outcome) =>
+              settled(
+                fromOutcome(outcome, cost, false),
+                () => units.filter((_, i) => outcome.admissions[i]!._tag === "Denied"),
+                key,
+                cost
+              )
+            ),
+            Effect.catchTag("RedisError", (error) => onFailure(error, key, cost))
+          ) as Effect.Effect<Verdict, Redis.InvalidInput, LR>
+        })
       : (key, cost) =>
-        first.limiter.acquire(key, cost).pipe(
-          Effect.flatMap((admission) => settled(fromAdmission(admission, cost, false), () => [first], key, cost)),
-          Effect.catchTag("RedisError", (error) => onFailure(error, key, cost))
-        ) as Effect.Effect<Verdict, Redis.InvalidInput, LR>
+        Effect.suspend(() => {
+          const asked = first.limiter.acquire(key, cost)
+          return (context.outage === undefined ? asked : Effect.zipLeft(asked, back)).pipe(
+            Effect.flatMap((admission) => settled(fromAdmission(admission, cost, false), () => [first], key, cost)),
+            Effect.catchTag("RedisError", (error) => onFailure(error, key, cost))
+          ) as Effect.Effect<Verdict, Redis.InvalidInput, LR>
+        })
   }
 }
 

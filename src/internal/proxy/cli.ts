@@ -7,6 +7,7 @@ import * as Duration from "effect/Duration"
 import { parseArgs, type ParseArgsConfig } from "node:util"
 import { parseCidr } from "../http/address.js"
 import { validateNamespace } from "../key.js"
+import { parseRedisUrl } from "../url.js"
 import { parseUpstream } from "./target.js"
 
 /** @internal The checked configuration of `wakuwaku proxy`. */
@@ -501,8 +502,12 @@ const parseProxy = (argv: ReadonlyArray<string>, env: Readonly<Record<string, st
   // Store
   const redisSource = get("redis")
   const redis = redisSource?.value.trim()
-  if (redisSource !== undefined && !/^rediss?:\/\/\S+$/.test(redis ?? "")) {
-    fail(redisSource, "expected a redis:// or rediss:// URL")
+  if (redisSource !== undefined) {
+    try {
+      parseRedisUrl(redis ?? "")
+    } catch (error) {
+      throw new Invalid(`${redisSource.from}: ${(error as Error).message}`)
+    }
   }
   const storeTimeout = positiveDuration(orDefault("store-timeout"))
   const policySource = orDefault("on-store-failure")

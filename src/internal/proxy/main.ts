@@ -9,9 +9,7 @@ import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import * as Runtime from "effect/Runtime"
 import type * as Scope from "effect/Scope"
-import { Redis as IORedis } from "ioredis"
 import * as ClientIp from "../../ClientIp.js"
 import * as FixedWindow from "../../FixedWindow.js"
 import * as Proxy from "../../Proxy.js"
@@ -19,20 +17,10 @@ import * as Rate from "../../Rate.js"
 import * as RateLimit from "../../RateLimit.js"
 import * as Redis from "../../Redis.js"
 import * as TokenBucket from "../../TokenBucket.js"
-import { toMillis } from "../duration.js"
+import { acquireTolerant } from "../redis.js"
+import { mask } from "../url.js"
 import type { Config } from "./cli.js"
 import { demoUpstream } from "./demo.js"
-
-/** @internal A URL as it may be printed, logged or put on a span: its userinfo (a password) replaced by `***`. */
-export const redact = (url: string): string => {
-  try {
-    const parsed = new URL(url)
-    if (parsed.username === "" && parsed.password === "") return url
-    return url.replace(/^([a-z][a-z0-9+.-]*:\/\/)[^@/]*@/i, "$1***@")
-  } catch {
-    return url.replace(/\/\/[^@/]*@/, "//***@")
-  }
-}
 
 /** @internal A failure as one line. */
 const oneLine = (cause: Cause.Cause<unknown>): string => {
@@ -88,58 +76,12 @@ export const build = (config: Config, upstream: string) =>
   })
 
 /**
- * A Redis that need not answer at start (`fallback`, `fail-open`): the client keeps reconnecting in the
- * background, and while it is down every command fails at once (no offline queue), so the policy decides
- * without waiting. Logs when it is down at start and when it answers.
+ * The store, and its line in the banner. A misconfiguration (a refused password, a URL that cannot be
+ * used) fails the start under every policy. A Redis that cannot be reached fails it under fail-closed;
+ * under fallback and fail-open the proxy starts, and the client keeps reconnecting in the background
+ * with no offline queue, so that while it is down every command fails at once and the policy decides
+ * without waiting. The decisions log the outage, once when the store fails and once when it answers.
  */
-const resilientStore = (config: Config, url: string) =>
-  Effect.gen(function*() {
-    const timeout = toMillis(config.storeTimeout)
-    const runtime = yield* Effect.runtime<never>()
-    const client = yield* Effect.acquireRelease(
-      Effect.sync(() => {
-        const client = new IORedis(url, {
-          lazyConnect: true,
-          enableOfflineQueue: false,
-          maxRetriesPerRequest: 1,
-          autoResendUnfulfilledCommands: false,
-          connectTimeout: timeout,
-          commandTimeout: timeout
-        })
-        client.on("error", () => {})
-        return client
-      }),
-      (client) =>
-        Effect.promise(() => client.quit().catch(() => "OK")).pipe(
-          Effect.timeout("1 second"),
-          Effect.ignore,
-          Effect.ensuring(Effect.sync(() => client.disconnect()))
-        )
-    )
-    const answered = yield* Effect.promise(() => client.connect().then(() => true, () => false)).pipe(
-      Effect.timeout(Duration.millis(timeout)),
-      Effect.catchAll(() => Effect.succeed(false))
-    )
-    const shown = redact(url)
-    if (!answered) {
-      yield* Effect.logWarning(
-        `wakuwaku proxy: Redis at ${shown} does not answer; applying --on-store-failure ${config.onStoreFailure} ` +
-          "until it does"
-      )
-      client.once("ready", () =>
-        Runtime.runFork(runtime)(
-          Effect.logInfo(`wakuwaku proxy: Redis at ${shown} answers; limits are shared again`)
-        ))
-    }
-    return {
-      layer: Redis.layerClient(client),
-      line: `Redis at ${shown}, on failure: ${config.onStoreFailure}${
-        answered ? "" : ` (NOT ANSWERING at start: ${config.onStoreFailure} applies until it does)`
-      }`
-    }
-  })
-
-/** The store, and its line in the banner. Under fail-closed a Redis that does not answer fails the start. */
 const storeOf = (
   config: Config
 ): Effect.Effect<
@@ -153,22 +95,30 @@ const storeOf = (
       line: "embedded (this process only; --redis URL or REDIS_URL to share limits)"
     })
   }
-  const url = config.redis
-  if (config.onStoreFailure !== "fail-closed") return resilientStore(config, url)
-  return Effect.map(
-    Layer.build(Redis.layer({ url, commandTimeout: config.storeTimeout, connectTimeout: config.storeTimeout })),
-    (context) => ({
-      layer: Layer.succeedContext(context),
-      line: `Redis at ${redact(url)}, on failure: ${config.onStoreFailure}`
-    })
-  )
+  const options = { url: config.redis, commandTimeout: config.storeTimeout, connectTimeout: config.storeTimeout }
+  const line = `Redis at ${mask(config.redis)}, on failure: ${config.onStoreFailure}`
+  if (config.onStoreFailure === "fail-closed") {
+    return Effect.map(Layer.build(Redis.layer(options)), (context) => ({ layer: Layer.succeedContext(context), line }))
+  }
+  return Effect.map(acquireTolerant({ ...options, enableOfflineQueue: false }), ({ down, layer }) => ({
+    layer,
+    line: down === undefined ? line : `${line} (NOT ANSWERING at start: ${causeOf(down)}; ${config.onStoreFailure} ` +
+      "applies until it does)"
+  }))
 }
+
+/** What the server or the socket said. */
+const causeOf = (error: Redis.RedisError): string =>
+  error.cause instanceof Error ? error.cause.message : String(error.cause)
 
 const program = (config: Config, limiter: string) =>
   Effect.scoped(Effect.gen(function*() {
     const upstream = config.upstream._tag === "Url" ? config.upstream.url : yield* demoUpstream
     const store = yield* storeOf(config)
-    const context = yield* Layer.build(build(config, upstream).pipe(Layer.provide(store.layer)))
+    // The store's URL, masked, on every log line of the proxy (the outage's two among them).
+    const context = yield* Layer.build(build(config, upstream).pipe(Layer.provide(store.layer))).pipe(
+      Effect.annotateLogs("ratelimit.store", config.redis === undefined ? "embedded" : mask(config.redis))
+    )
     const { port } = Context.get(context, Proxy.Server).address
     const wildcard = config.host === undefined || config.host === "0.0.0.0" || config.host === "::"
     const shown = wildcard ? "localhost" : config.host!.includes(":") ? `[${config.host}]` : config.host!
@@ -176,9 +126,9 @@ const program = (config: Config, limiter: string) =>
     yield* Console.log(
       [
         `wakuwaku proxy listening on http://${base}${wildcard ? " (every interface)" : ""}`,
-        `  upstream: ${upstream}${config.upstream._tag === "Demo" ? " (the built-in demo upstream)" : ""}, timeout ${
-          Duration.format(config.timeout)
-        }`,
+        `  upstream: ${mask(upstream)}${
+          config.upstream._tag === "Demo" ? " (the built-in demo upstream)" : ""
+        }, timeout ${Duration.format(config.timeout)}`,
         `  limit:    ${limiter}`,
         `  store:    ${store.line}`,
         "",

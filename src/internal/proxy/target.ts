@@ -1,4 +1,5 @@
 /** @internal Where a request goes: the upstream URL and the request target. Free of @effect/platform. */
+import { mask } from "../url.js"
 
 /**
  * @internal The upstream: its origin (`http://host:port`), what `http.request` needs to reach it, and a
@@ -20,17 +21,19 @@ export interface Upstream {
  */
 export const parseUpstream = (input: string | URL): Upstream => {
   const text = String(input)
+  // The URL as an error may print it: a password in it is masked.
+  const shown = JSON.stringify(mask(text))
   let url: URL
   try {
     url = new URL(text)
   } catch {
-    throw new TypeError(`the upstream must be an absolute http:// or https:// URL, got ${JSON.stringify(text)}`)
+    throw new TypeError(`the upstream must be an absolute http:// or https:// URL, got ${shown}`)
   }
   if (url.protocol !== "http:" && url.protocol !== "https:") {
-    throw new TypeError(`the upstream must be an http:// or https:// URL, got ${JSON.stringify(text)}`)
+    throw new TypeError(`the upstream must be an http:// or https:// URL, got ${shown}`)
   }
   if (url.search !== "" || url.hash !== "" || url.username !== "" || url.password !== "") {
-    throw new TypeError(`the upstream URL must have no query, fragment or credentials, got ${JSON.stringify(text)}`)
+    throw new TypeError(`the upstream URL must have no query, fragment or credentials, got ${shown}`)
   }
   const protocol = url.protocol === "https:" ? "https:" : "http:"
   return {
