@@ -3,8 +3,8 @@
  * The `wakuwaku` command. `wakuwaku proxy --help` lists the flags of the rate-limiting reverse proxy.
  *
  * Flags are read before the server is loaded, so `--help` and bad flags answer at once (bad flags with
- * one line on stderr and exit code 2). The proxy needs `@effect/platform` and `@effect/platform-node`
- * (optional peers of wakuwaku).
+ * one line on stderr and exit code 2; a Redis URL that cannot be used, exit code 1). The proxy needs
+ * `@effect/platform` and `@effect/platform-node` (optional peers of wakuwaku).
  *
  * @since 0.1.0
  */
@@ -18,7 +18,7 @@ switch (command._tag) {
   }
   case "Invalid": {
     process.stderr.write(`${command.message}\n`)
-    process.exitCode = 2
+    process.exitCode = command.code
     break
   }
   case "Proxy": {

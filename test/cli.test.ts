@@ -148,6 +148,32 @@ describe("bad flags: one line on stderr, nothing on stdout, exit code 2", () => 
   })
 })
 
+describe("a Redis URL that cannot be used is a misconfigured store: exit code 1 with the reason, masked", () => {
+  it("--redis http://:hunter2@redis:6379", async () => {
+    const { code, stderr, stdout } = await runCli(
+      ["proxy", "--demo", "--redis", "http://:hunter2@redis:6379"],
+      cleanEnv()
+    )
+    expect({ code, stdout, stderr }).toEqual({
+      code: 1,
+      stdout: "",
+      stderr: "wakuwaku proxy: --redis: expected a redis:// or rediss:// URL, got \"http://***@redis:6379/\" " +
+        "(see wakuwaku proxy --help)\n"
+    })
+  })
+
+  it("the parser says so: code 1 for the store's URL, 2 for the rest of the command line", () => {
+    const command = (argv: ReadonlyArray<string>, env: Record<string, string> = {}) => {
+      const parsed = parse(argv, env)
+      return parsed._tag === "Invalid" ? parsed.code : parsed._tag
+    }
+    expect(command(["proxy", "--demo", "--redis", "redis://:pw@redis/zero"])).toBe(1)
+    expect(command(["proxy", "--demo"], { REDIS_URL: "redis://:pw" })).toBe(1)
+    expect(command(["proxy", "--demo", "--port", "x"])).toBe(2)
+    expect(command(["serve"])).toBe(2)
+  })
+})
+
 describe("parse", () => {
   it("defaults to the demo policy: a token bucket of 20, one back every 3 s, per client IP, on :8080, embedded store", () => {
     const c = config(["--upstream", "http://127.0.0.1:3000"])

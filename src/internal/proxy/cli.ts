@@ -41,7 +41,8 @@ export interface Config {
 /** @internal What the command line asks for. */
 export type Command =
   | { readonly _tag: "Help"; readonly text: string }
-  | { readonly _tag: "Invalid"; readonly message: string }
+  /** `code`: 2 for a bad command line, 1 for a misconfigured store (its URL), as a wrong password is at start. */
+  | { readonly _tag: "Invalid"; readonly message: string; readonly code: 1 | 2 }
   | { readonly _tag: "Proxy"; readonly config: Config }
 
 interface Flag {
@@ -253,7 +254,7 @@ export const mainHelp = (): string =>
   ].join("\n")
 
 class Invalid {
-  constructor(readonly message: string) {}
+  constructor(readonly message: string, readonly code: 1 | 2 = 2) {}
 }
 
 const UNITS: Record<string, number> = {
@@ -306,20 +307,30 @@ const positiveDuration = (source: Source): Duration.Duration => {
 
 /**
  * @internal Reads `wakuwaku <argv>` with `env`: the help, a configuration, or the one-line reason it is
- * invalid (the caller exits with code 2).
+ * invalid with the exit code it calls for (2 for the command line; 1 for a store's URL that cannot be used).
  */
 export const parse = (argv: ReadonlyArray<string>, env: Readonly<Record<string, string | undefined>>): Command => {
   const [command, ...rest] = argv
-  if (command === undefined) return { _tag: "Invalid", message: "wakuwaku: missing command (see wakuwaku --help)" }
+  if (command === undefined) {
+    return { _tag: "Invalid", message: "wakuwaku: missing command (see wakuwaku --help)", code: 2 }
+  }
   if (command === "-h" || command === "--help" || command === "help") return { _tag: "Help", text: mainHelp() }
   if (command !== "proxy") {
-    return { _tag: "Invalid", message: `wakuwaku: unknown command ${JSON.stringify(command)} (see wakuwaku --help)` }
+    return {
+      _tag: "Invalid",
+      message: `wakuwaku: unknown command ${JSON.stringify(command)} (see wakuwaku --help)`,
+      code: 2
+    }
   }
   try {
     return parseProxy(rest, env)
   } catch (error) {
     if (error instanceof Invalid) {
-      return { _tag: "Invalid", message: `wakuwaku proxy: ${error.message} (see wakuwaku proxy --help)` }
+      return {
+        _tag: "Invalid",
+        message: `wakuwaku proxy: ${error.message} (see wakuwaku proxy --help)`,
+        code: error.code
+      }
     }
     throw error
   }
@@ -506,7 +517,8 @@ const parseProxy = (argv: ReadonlyArray<string>, env: Readonly<Record<string, st
     try {
       parseRedisUrl(redis ?? "")
     } catch (error) {
-      throw new Invalid(`${redisSource.from}: ${(error as Error).message}`)
+      // A store misconfigured is not a typo in a flag's syntax: exit 1, as a wrong password does at start.
+      throw new Invalid(`${redisSource.from}: ${(error as Error).message}`, 1)
     }
   }
   const storeTimeout = positiveDuration(orDefault("store-timeout"))
