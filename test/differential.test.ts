@@ -452,7 +452,10 @@ const storeOp: fc.Arbitrary<StoreOp> = fc.oneof(
 )
 
 /** One call's outcome: a window's count and remaining time, or a bucket's tokens left. */
-const callStore = (store: RateLimiter.RateLimiterStore["Type"], call: StoreCall) => {
+const callStore = (
+  store: RateLimiter.RateLimiterStore["Type"],
+  call: StoreCall
+): Effect.Effect<{ readonly count: number; readonly ttlMs: number } | { readonly remaining: number }, unknown> => {
   const refillRate = Duration.hours(call.refillHours)
   const { name: key, tokens } = call
   return call.op === "fixedWindow"
