@@ -1,8 +1,9 @@
 /**
  * The import rules of README's "Architecture": the core (Redis, Capability, Script, and the internals they
  * load) loads no structure, no HTTP module, no test tool and no @effect/platform; structures know nothing of
- * HTTP; a structure's internals are its own. Read from the sources' import declarations (type-only ones
- * included: a rule about knowing holds for types too).
+ * HTTP nor of the bridges; a structure's internals are its own; only the bridges load @effect/experimental.
+ * Read from the sources' import declarations (type-only ones included: a rule about knowing holds for
+ * types too).
  */
 import { readdirSync, readFileSync, statSync } from "node:fs"
 import { dirname, join, relative, resolve } from "node:path"
@@ -46,6 +47,9 @@ const HTTP = ["http.ts", "RateLimit.ts", "ClientIp.ts", "Proxy.ts", "bin.ts"]
 const isHttp = (module: string) =>
   HTTP.includes(module) || module.startsWith("internal/http/") || module.startsWith("internal/proxy/") ||
   module.startsWith("@effect/platform")
+/** The bridges to other libraries' contracts, by subpath only: they load @effect/experimental. */
+const BRIDGES = ["RateLimiterStore.ts", "internal/rateLimiterStore.ts"]
+const isBridge = (module: string) => BRIDGES.includes(module) || module.startsWith("@effect/experimental")
 const isTesting = (module: string) =>
   module === "testing.ts" || module === "RedisServer.ts" || module === "internal/redisServer.ts"
 const internalsOf = (structure: string) => {
@@ -65,6 +69,7 @@ describe("architecture: the import rules", () => {
       ...HTTP,
       "testing.ts",
       "RedisServer.ts",
+      "RateLimiterStore.ts",
       "Redis.ts",
       "Capability.ts",
       "Script.ts",
@@ -75,21 +80,30 @@ describe("architecture: the import rules", () => {
     expect(facades.filter((module) => !known.has(module))).toEqual([])
   })
 
-  it("the core (Redis, Capability, Script) loads no structure, no HTTP, no test tool, no @effect/platform", () => {
+  it("the core (Redis, Capability, Script) loads no structure, no HTTP, no bridge, no test tool, no @effect/platform", () => {
     const loaded = [...closure(["Redis.ts", "Capability.ts", "Script.ts"])]
-    expect(loaded.filter((module) => isStructure(module) || isHttp(module) || isTesting(module))).toEqual([])
+    expect(loaded.filter((module) => isStructure(module) || isHttp(module) || isBridge(module) || isTesting(module)))
+      .toEqual([])
   })
 
-  it("the root index loads no HTTP module, no test tool and no @effect/platform", () => {
+  it("the root index loads no HTTP module, no bridge, no test tool, no @effect/platform, no @effect/experimental", () => {
     const loaded = [...closure(["index.ts"])]
-    expect(loaded.filter((module) => isHttp(module) || isTesting(module))).toEqual([])
+    expect(loaded.filter((module) => isHttp(module) || isBridge(module) || isTesting(module))).toEqual([])
   })
 
-  it("structures know nothing of HTTP, nor of the test tools", () => {
+  it("structures know nothing of HTTP, nor of the bridges, nor of the test tools", () => {
     for (const structure of STRUCTURES) {
       const loaded = [...closure([`${structure}.ts`])]
-      expect(loaded.filter((module) => isHttp(module) || isTesting(module)), structure).toEqual([])
+      expect(loaded.filter((module) => isHttp(module) || isBridge(module) || isTesting(module)), structure).toEqual([])
     }
+  })
+
+  it("only the bridges load @effect/experimental, and they know nothing of HTTP", () => {
+    const loaders = modules.filter((module) => importsOf(module).some((m) => m.startsWith("@effect/experimental")))
+    expect(loaders.sort()).toEqual([...BRIDGES].sort())
+    const loaded = [...closure(["RateLimiterStore.ts"])]
+    expect(loaded).toContain("@effect/experimental/RateLimiter")
+    expect(loaded.filter((module) => isHttp(module) || isTesting(module))).toEqual([])
   })
 
   it("a structure's internals are loaded only by itself", () => {

@@ -21,6 +21,7 @@
  *
  * Runs per property: 200, or WAKUWAKU_DIFF_RUNS.
  */
+import type { RateLimiter } from "@effect/experimental"
 import {
   Clock,
   Context,
@@ -41,6 +42,7 @@ import fc from "fast-check"
 import { randomBytes } from "node:crypto"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { FixedWindow, Lock, Pipe, Rate, Redis, RwLock, Semaphore, TokenBucket } from "wakuwaku"
+import * as RateLimiterStore from "wakuwaku/RateLimiterStore"
 import { RedisLive } from "./support/redis.js"
 
 const NUM_RUNS = Number(process.env["WAKUWAKU_DIFF_RUNS"] ?? 200)
@@ -297,15 +299,13 @@ const slowBucket = (namespace: string): Limiter => TokenBucket.make<string>(name
 // cross it too, at the replayed times, unless it falls inside one operation's bracket).
 const hourWindow = (namespace: string): Limiter => FixedWindow.make<string>(namespace, CAPACITY, "1 hour")
 
-const runBucket = (
-  ops: ReadonlyArray<BucketOp>,
-  brackets: Brackets,
-  limiter: (namespace: string) => Limiter = slowBucket
-): Run =>
-(backend, namespace) => {
+/**
+ * The replay of a run's times: `timed` brackets each operation by the server's `TIME` on Redis and, on
+ * memory, sets `clock` (which the run must be given) to where Redis's started.
+ */
+const replay = (backend: Backend, brackets: Brackets) => {
   let step = 0
   const clock = new ReplayClock()
-  // On Redis, the server time around the operation; on memory, the clock set to where Redis's started.
   const timed = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
     Effect.gen(function*() {
       const i = step++
@@ -318,6 +318,16 @@ const runBucket = (
       clock.micros = brackets.at[i]![0]
       return yield* effect
     })
+  return { clock, timed }
+}
+
+const runBucket = (
+  ops: ReadonlyArray<BucketOp>,
+  brackets: Brackets,
+  limiter: (namespace: string) => Limiter = slowBucket
+): Run =>
+(backend, namespace) => {
+  const { clock, timed } = replay(backend, brackets)
   const run = Effect.gen(function*() {
     const bucket = limiter(namespace)
     const entries: Array<Entry> = []
@@ -394,6 +404,120 @@ const nearRetry = (widestMs: number) => (redis: unknown, memory: unknown, tolera
     if (typeof r === "number" && typeof m === "number" && Math.abs(r - m) <= 1 + Math.floor(widestMs)) return true
   }
   return false
+}
+
+// RateLimiterStore
+
+/**
+ * The store contract's two calls, with each call's own parameters, alone or several at once (on Redis,
+ * those of one shape go as one call of the batch script). Refills of an hour or two per token: nothing
+ * refills or ends during a run, only a window's remaining time falls (compared as retries are).
+ */
+type StoreCall =
+  | {
+    readonly op: "fixedWindow"
+    readonly name: string
+    readonly tokens: number
+    readonly refillHours: number
+    readonly limit: number | null
+  }
+  | {
+    readonly op: "tokenBucket"
+    readonly name: string
+    readonly tokens: number
+    readonly refillHours: number
+    readonly limit: number
+    readonly allowOverflow: boolean
+  }
+type StoreOp = StoreCall | { readonly op: "burst"; readonly calls: ReadonlyArray<StoreCall> }
+
+const refillHours = fc.constantFrom(1, 2)
+
+const storeCall: fc.Arbitrary<StoreCall> = fc.oneof(
+  record({
+    op: fc.constant("fixedWindow" as const),
+    name,
+    tokens: cost,
+    refillHours,
+    limit: fc.option(fc.integer({ min: 0, max: CAPACITY }), { nil: null })
+  }),
+  record({
+    op: fc.constant("tokenBucket" as const),
+    name,
+    tokens: cost,
+    refillHours,
+    limit: fc.integer({ min: 0, max: CAPACITY }),
+    allowOverflow: fc.boolean()
+  })
+)
+
+/**
+ * Calls made at once have no order, and the batcher sends those of one shape together: so that the outcome
+ * does not hang on an order, a burst's calls of one algorithm share the first one's refill and limit.
+ */
+const oneShape = (calls: ReadonlyArray<StoreCall>): ReadonlyArray<StoreCall> =>
+  calls.map((call) => {
+    const first = calls.find((c) => c.op === call.op)!
+    return { ...call, refillHours: first.refillHours, limit: first.limit } as StoreCall
+  })
+
+const storeOp: fc.Arbitrary<StoreOp> = fc.oneof(
+  { arbitrary: storeCall, weight: 4 },
+  {
+    arbitrary: record({
+      op: fc.constant("burst" as const),
+      calls: fc.array(storeCall, { minLength: 2, maxLength: 6 }).map(oneShape)
+    }),
+    weight: 1
+  }
+)
+
+/** One call's outcome: a window's count and remaining time, or a bucket's tokens left. */
+const callStore = (
+  store: RateLimiter.RateLimiterStore["Type"],
+  call: StoreCall
+): Effect.Effect<{ readonly count: number; readonly ttlMs: number } | { readonly remaining: number }, unknown> => {
+  const refillRate = Duration.hours(call.refillHours)
+  const { name: key, tokens } = call
+  return call.op === "fixedWindow"
+    ? Effect.map(
+      store.fixedWindow({ key, tokens, refillRate, limit: call.limit ?? undefined }),
+      ([count, ttlMs]) => ({ count, ttlMs })
+    )
+    : Effect.map(
+      store.tokenBucket({ key, tokens, refillRate, limit: call.limit, allowOverflow: call.allowOverflow }),
+      (remaining) => ({ remaining })
+    )
+}
+
+const runStore = (ops: ReadonlyArray<StoreOp>, brackets: Brackets): Run => (backend, namespace) => {
+  const { clock, timed } = replay(backend, brackets)
+  const run = Effect.gen(function*() {
+    const store = yield* RateLimiterStore.make({ namespace })
+    const entries: Array<Entry> = []
+    for (const op of ops) {
+      const outcome = op.op === "burst"
+        ? yield* timed(Effect.all(op.calls.map((call) => callStore(store, call)), { concurrency: "unbounded" }))
+        : yield* timed(callStore(store, op))
+      entries.push(entry(op, outcome))
+    }
+    entries.push(yield* timed(snapshot(namespace, false)))
+    return entries
+  })
+  return backend === "Redis" ? run : Effect.withClock(run, clock)
+}
+
+/** A window's outcomes: the same count, remaining times within 1 ms plus the widest bracket (as {@link nearRetry}). */
+const nearWindow = (widestMs: number) => (redis: unknown, memory: unknown, tolerance: number): boolean => {
+  if (isSnapshot(redis) || isSnapshot(memory)) return nearSnapshot(redis, memory, tolerance)
+  if (Array.isArray(redis) && Array.isArray(memory)) {
+    return redis.length === memory.length &&
+      redis.every((r, i) => show(r) === show(memory[i]) || nearWindow(widestMs)(r, memory[i], tolerance))
+  }
+  const r = redis as { readonly count?: unknown; readonly ttlMs?: unknown } | undefined
+  const m = memory as { readonly count?: unknown; readonly ttlMs?: unknown } | undefined
+  return typeof r?.ttlMs === "number" && typeof m?.ttlMs === "number" && r.count === m.count &&
+    Math.abs(r.ttlMs - m.ttlMs) <= 1 + Math.floor(widestMs)
 }
 
 // Lock
@@ -869,6 +993,17 @@ describe("differential: memory backend against Redis", () => {
     })
   }, TIMEOUT)
 
+  it(
+    "RateLimiterStore: fixedWindow (with and without a limit) and tokenBucket (with and without overflow), each call's own parameters, alone or in bursts",
+    async () => {
+      await property(storeOp, async (ops) => {
+        const brackets: Brackets = { at: [] }
+        await differential(runStore(ops, brackets), (r, m, tolerance) => nearWindow(widest(brackets))(r, m, tolerance))
+      })
+    },
+    TIMEOUT
+  )
+
   it("Lock: tryLock (alone or in bursts), scoped, release and extend of fresh and stale tokens", async () => {
     await property(lockOp, (ops) => differential(runLock(ops)))
   }, TIMEOUT)
@@ -900,6 +1035,12 @@ describe("differential: memory backend against Redis", () => {
     const burst = (retry: number) => [{ allowed: 1 }, { deniedRetryMs: retry }]
     expect(nearRetry(2.5)(burst(100), burst(103), 50)).toBe(true)
     expect(nearRetry(2.5)(burst(100), burst(104), 50)).toBe(false)
+    expect(nearWindow(0.4)({ count: 3, ttlMs: 100 }, { count: 3, ttlMs: 101 }, 50)).toBe(true)
+    expect(nearWindow(0.4)({ count: 3, ttlMs: 100 }, { count: 3, ttlMs: 102 }, 50)).toBe(false)
+    expect(nearWindow(0.4)({ count: 3, ttlMs: 100 }, { count: 4, ttlMs: 100 }, 50)).toBe(false)
+    expect(nearWindow(0.4)({ remaining: 1 }, { remaining: 2 }, 50)).toBe(false)
+    expect(nearWindow(0.4)([{ remaining: 1 }, { count: 1, ttlMs: 5 }], [{ remaining: 1 }, { count: 1, ttlMs: 6 }], 50))
+      .toBe(true)
     const key = { key: "k", type: "string", pttl: 1000 }
     expect(nearSnapshot([key], [{ ...key, pttl: 1040 }], 50)).toBe(true)
     expect(nearSnapshot([key], [{ ...key, pttl: 1060 }], 50)).toBe(false)

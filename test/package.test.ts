@@ -58,7 +58,12 @@ describe("package", () => {
     expect(existsSync(new URL("../dist/index.d.ts", import.meta.url))).toBe(true)
     // The subpaths and the command, each built.
     for (
-      const [subpath, file] of [["./testing", "testing"], ["./http", "http"], ["./Proxy", "Proxy"]] as const
+      const [subpath, file] of [
+        ["./testing", "testing"],
+        ["./http", "http"],
+        ["./Proxy", "Proxy"],
+        ["./RateLimiterStore", "RateLimiterStore"]
+      ] as const
     ) {
       expect(pkg.exports[subpath]).toEqual({ types: `./dist/${file}.d.ts`, default: `./dist/${file}.js` })
       expect(existsSync(new URL(`../dist/${file}.js`, import.meta.url)), file).toBe(true)
@@ -99,6 +104,26 @@ describe("package", () => {
       "Semaphore",
       "TokenBucket"
     ])
+  })
+
+  it("@effect/experimental is an optional peer, of the Effect 3 line (test/architecture.test.ts: only its bridge loads it)", () => {
+    const pkg = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8"))
+    expect(pkg.peerDependencies["@effect/experimental"]).toBe("~0.61.1")
+    expect(pkg.peerDependenciesMeta["@effect/experimental"]).toEqual({ optional: true })
+  })
+
+  it("wakuwaku/RateLimiterStore runs RateLimiter.consume against Redis from plain Node", async () => {
+    const { stdout } = await node(`
+      import { RateLimiter } from "@effect/experimental"
+      import { Effect, Layer } from "effect"
+      import { Redis } from "wakuwaku"
+      import * as RateLimiterStore from "wakuwaku/RateLimiterStore"
+      const limiter = RateLimiter.layer.pipe(Layer.provide(RateLimiterStore.layer({ namespace: "${freshNamespace()}" })))
+      const result = await Effect.flatMap(RateLimiter.RateLimiter, (l) => l.consume({ key: "a", limit: 5, window: "1 minute" })).pipe(
+        Effect.provide(limiter), Effect.provide(Redis.layer({ url: "${redisUrl}" })), Effect.runPromise)
+      console.log(result.remaining)
+    `)
+    expect(stdout.trim()).toBe("4")
   })
 
   it("the built entry runs against Redis from plain Node", async () => {
@@ -208,7 +233,13 @@ describe("install as README says, into a fresh project", () => {
     const install = section(readme, "Install")
     expect(install).toContain("wakuwaku 0.1 is built on **Effect 3**: it supports effect 3.22")
     expect(install).toContain("Effect 4 is not supported yet.")
-    expect(commands().map((words) => words.slice(0, 2).join(" "))).toEqual(["npm i", "npm i", "npm i", "npm i"])
+    expect(commands().map((words) => words.slice(0, 2).join(" "))).toEqual([
+      "npm i",
+      "npm i",
+      "npm i",
+      "npm i",
+      "npm i"
+    ])
     const specs = commands().flat()
     expect(specs).toContain("wakuwaku")
     expect(specs).toContain("-D")
@@ -226,6 +257,7 @@ describe("install as README says, into a fresh project", () => {
       "@types/node",
       "@effect/platform",
       "@effect/platform-node",
+      "@effect/experimental",
       "vitest",
       "@effect/vitest"
     ])

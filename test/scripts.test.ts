@@ -1,11 +1,13 @@
 /**
  * Every script the library runs declares exactly the KEYS it reads, names no key itself, and has a
  * TypeScript twin for the memory backend. The scripts are those the library's modules define (each
- * through `define`, which registers it); every finished script is in test/__snapshots__/scripts.lua.
+ * through `define`, which registers it), the root's and `wakuwaku/RateLimiterStore`'s; every finished
+ * script is in test/__snapshots__/scripts.lua.
  */
 import { describe, expect, it } from "vitest"
 import { type Script } from "wakuwaku"
 import "wakuwaku"
+import "wakuwaku/RateLimiterStore"
 import * as limits from "../src/internal/limits.js"
 import { registered } from "../src/internal/script.js"
 
@@ -41,6 +43,10 @@ describe("scripts", () => {
       "Pipe.renew",
       "Pipe.send",
       "Pipe.sendMany",
+      "RateLimiterStore.fixedWindow",
+      "RateLimiterStore.fixedWindowMany",
+      "RateLimiterStore.tokenBucket",
+      "RateLimiterStore.tokenBucketMany",
       "RwLock.read",
       "RwLock.readExtend",
       "RwLock.readRelease",

@@ -936,6 +936,240 @@ for i = 1, #KEYS / 3 do
 end
 return replies
 
+-- RateLimiterStore.fixedWindow: KEYS 1; sha1 39ecc0ba345d5c2b35445ca7a8a67a140ebf6405
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local function window(key, refill, limit, tokens)
+  tokens, refill = tonumber(tokens), tonumber(refill)
+  local count, ends = 0, now
+  local state = redis.call('GET', key)
+  if state then
+    local sp = string.find(state, ' ', 1, true)
+    local at = tonumber(string.sub(state, 1, sp - 1))
+    if at > now then count, ends = tonumber(string.sub(state, sp + 1)), at end
+  end
+  count = count + tokens
+  if limit ~= '' and count > tonumber(limit) then return {count, math.ceil((ends - now) / 1000)} end
+  ends = ends + refill * tokens
+  if ends - now > 100000000000000 then
+    return redis.error_reply('ERR the window would end more than 10^11 ms (about 3.2 years) from now')
+  end
+  local ttl = math.ceil((ends - now) / 1000)
+  if ttl > 0 then
+    redis.call('SET', key, string.format('%d', ends) .. ' ' .. string.format('%d', count), 'PX',
+      string.format('%d', ttl))
+  end
+  return {count, ttl}
+end
+return window(KEYS[1], ARGV[1], ARGV[2], ARGV[3])
+
+-- RateLimiterStore.fixedWindowMany: KEYS 1 per call (a batch of calls laid end to end), 2 shared ARGV; sha1 75198c1837ca8e365acaf3ffa18b398bb17ec5d4
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local function window(key, refill, limit, tokens)
+  tokens, refill = tonumber(tokens), tonumber(refill)
+  local count, ends = 0, now
+  local state = redis.call('GET', key)
+  if state then
+    local sp = string.find(state, ' ', 1, true)
+    local at = tonumber(string.sub(state, 1, sp - 1))
+    if at > now then count, ends = tonumber(string.sub(state, sp + 1)), at end
+  end
+  count = count + tokens
+  if limit ~= '' and count > tonumber(limit) then return {count, math.ceil((ends - now) / 1000)} end
+  ends = ends + refill * tokens
+  if ends - now > 100000000000000 then
+    return redis.error_reply('ERR the window would end more than 10^11 ms (about 3.2 years) from now')
+  end
+  local ttl = math.ceil((ends - now) / 1000)
+  if ttl > 0 then
+    redis.call('SET', key, string.format('%d', ends) .. ' ' .. string.format('%d', count), 'PX',
+      string.format('%d', ttl))
+  end
+  return {count, ttl}
+end
+local replies = {}
+for i = 1, #KEYS / 1 do
+  local ok, reply = pcall(window, KEYS[1 * (i - 1) + 1], ARGV[1], ARGV[2], ARGV[2 + 1 * (i - 1) + 1])
+  if ok then
+    replies[i] = reply
+  elseif type(reply) == 'table' and reply.err then
+    replies[i] = reply
+  else
+    replies[i] = redis.error_reply(tostring(reply))
+  end
+end
+return replies
+
+-- RateLimiterStore.tokenBucket: KEYS 1; sha1 2bb9b18707931bec022dd1d2b56a437d516eb660
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local at = ' ' .. string.format('%d', now)
+local shapes = {}
+local function shape(s)
+  local b = shapes[s]
+  if b then return b end
+  local capacity, k, period = string.match(s, '^(%d+) (%d+) (%d+)$')
+  b = {capacity = tonumber(capacity), k = tonumber(k), period = tonumber(period)}
+  shapes[s] = b
+  return b
+end
+local function level(key, b)
+  local state = redis.call('GET', key)
+  if not state then return b.capacity end
+  local sp = string.find(state, ' ', 1, true)
+  local elapsed = now - tonumber(string.sub(state, sp + 1))
+  if elapsed < 0 then elapsed = 0 end
+  local tokens = tonumber(string.sub(state, 1, sp - 1)) + elapsed * b.k / b.period
+  if tokens > b.capacity then return b.capacity end
+  return tokens
+end
+local function store(key, b, tokens)
+  if tokens >= b.capacity then
+    redis.call('DEL', key)
+  else
+    local ttl = math.ceil((b.capacity - tokens) * b.period / b.k / 1000)
+    if ttl < 1 then ttl = 1 end
+    redis.call('SET', key, string.format('%.17g', tokens) .. at, 'PX', string.format('%d', ttl))
+  end
+end
+local function retry(b, tokens, cost, max_wait, allowance)
+  local ms = math.ceil(((cost - tokens) * b.period / b.k - max_wait * 1000) / 1000)
+  for _ = 1, 3 do
+    if (tokens + (ms * 1000) * b.k / b.period - cost) + allowance >= 0 then break end
+    ms = ms + 1
+  end
+  return ms
+end
+local function take(key, b, cost, max_wait)
+  local capacity, k, period = b.capacity, b.k, b.period
+  local tokens = level(key, b)
+  local allowance = 0
+  if max_wait > 0 then allowance = (max_wait * 1000) * k / period end
+  local allowed, ms = 0, 0
+  if cost > capacity then
+    ms = -1
+  elseif (tokens - cost) + allowance >= 0 then
+    tokens = tokens - cost
+    allowed = 1
+    if tokens < 0 then
+      ms = math.ceil(-tokens * period / k / 1000)
+      for _ = 1, 3 do
+        if tokens + (ms * 1000) * k / period >= 0 then break end
+        ms = ms + 1
+      end
+      if ms > max_wait then ms = max_wait end
+    end
+  else
+    ms = retry(b, tokens, cost, max_wait, allowance)
+  end
+  store(key, b, tokens)
+  return allowed, ms, math.floor(tokens), tokens
+end
+local function bucket(key, s, cost, overflow)
+  local b = shape(s)
+  cost = tonumber(cost)
+  if overflow == '1' then
+    local tokens = level(key, b) - cost
+    store(key, b, tokens)
+    return math.floor(tokens)
+  end
+  local allowed, _, left = take(key, b, cost, 0)
+  if allowed == 1 then return left end
+  return left - cost
+end
+return bucket(KEYS[1], ARGV[1], ARGV[2], ARGV[3])
+
+-- RateLimiterStore.tokenBucketMany: KEYS 1 per call (a batch of calls laid end to end), 1 shared ARGV; sha1 26caf059ac5ac41da0c8270b9cfc3144e478ed0e
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local at = ' ' .. string.format('%d', now)
+local shapes = {}
+local function shape(s)
+  local b = shapes[s]
+  if b then return b end
+  local capacity, k, period = string.match(s, '^(%d+) (%d+) (%d+)$')
+  b = {capacity = tonumber(capacity), k = tonumber(k), period = tonumber(period)}
+  shapes[s] = b
+  return b
+end
+local function level(key, b)
+  local state = redis.call('GET', key)
+  if not state then return b.capacity end
+  local sp = string.find(state, ' ', 1, true)
+  local elapsed = now - tonumber(string.sub(state, sp + 1))
+  if elapsed < 0 then elapsed = 0 end
+  local tokens = tonumber(string.sub(state, 1, sp - 1)) + elapsed * b.k / b.period
+  if tokens > b.capacity then return b.capacity end
+  return tokens
+end
+local function store(key, b, tokens)
+  if tokens >= b.capacity then
+    redis.call('DEL', key)
+  else
+    local ttl = math.ceil((b.capacity - tokens) * b.period / b.k / 1000)
+    if ttl < 1 then ttl = 1 end
+    redis.call('SET', key, string.format('%.17g', tokens) .. at, 'PX', string.format('%d', ttl))
+  end
+end
+local function retry(b, tokens, cost, max_wait, allowance)
+  local ms = math.ceil(((cost - tokens) * b.period / b.k - max_wait * 1000) / 1000)
+  for _ = 1, 3 do
+    if (tokens + (ms * 1000) * b.k / b.period - cost) + allowance >= 0 then break end
+    ms = ms + 1
+  end
+  return ms
+end
+local function take(key, b, cost, max_wait)
+  local capacity, k, period = b.capacity, b.k, b.period
+  local tokens = level(key, b)
+  local allowance = 0
+  if max_wait > 0 then allowance = (max_wait * 1000) * k / period end
+  local allowed, ms = 0, 0
+  if cost > capacity then
+    ms = -1
+  elseif (tokens - cost) + allowance >= 0 then
+    tokens = tokens - cost
+    allowed = 1
+    if tokens < 0 then
+      ms = math.ceil(-tokens * period / k / 1000)
+      for _ = 1, 3 do
+        if tokens + (ms * 1000) * k / period >= 0 then break end
+        ms = ms + 1
+      end
+      if ms > max_wait then ms = max_wait end
+    end
+  else
+    ms = retry(b, tokens, cost, max_wait, allowance)
+  end
+  store(key, b, tokens)
+  return allowed, ms, math.floor(tokens), tokens
+end
+local function bucket(key, s, cost, overflow)
+  local b = shape(s)
+  cost = tonumber(cost)
+  if overflow == '1' then
+    local tokens = level(key, b) - cost
+    store(key, b, tokens)
+    return math.floor(tokens)
+  end
+  local allowed, _, left = take(key, b, cost, 0)
+  if allowed == 1 then return left end
+  return left - cost
+end
+local replies = {}
+for i = 1, #KEYS / 1 do
+  local ok, reply = pcall(bucket, KEYS[1 * (i - 1) + 1], ARGV[1], ARGV[1 + 2 * (i - 1) + 1], ARGV[1 + 2 * (i - 1) + 2])
+  if ok then
+    replies[i] = reply
+  elseif type(reply) == 'table' and reply.err then
+    replies[i] = reply
+  else
+    replies[i] = redis.error_reply(tostring(reply))
+  end
+end
+return replies
+
 -- RwLock.read: KEYS 3; sha1 9b12298764af0f933f6ee73ba6bd2965c1a3ba1e
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])

@@ -24,7 +24,9 @@
  * - @effect/experimental: `RateLimiter.consume({ key: name_i, limit: 1 000 000, window: "1000 seconds" })`
  *   (its default algorithm, fixed window, `onExceeded: "fail"`) on its Redis store
  *   (`RateLimiter/Redis.layerStore`, which opens its own ioredis client with default options), called
- *   by 256 fibers in a loop as the first row.
+ *   by 256 fibers in a loop as the first row; and the same with `algorithm: "token-bucket"`.
+ * - `RateLimiter.consume` over wakuwaku's store (`wakuwaku/RateLimiterStore`, on the first row's
+ *   `Redis.layer` context): the same two rows, the same calls, only the store changed.
  * - reference: the fixed comparator, a straightforward token-bucket script (TIME, HMGET,
  *   HSET, PEXPIRE on a hash), sent by raw ioredis EVALSHA as the raw row is, on its own keys.
  * - memory: the first row's loop on a `Redis.layerMemory()` context: the store is this process's
@@ -53,6 +55,7 @@ import { performance } from "node:perf_hooks"
 import { RateLimiterRedis as FlexibleRedis } from "rate-limiter-flexible"
 import { FixedWindow, Rate, Redis, TokenBucket } from "wakuwaku"
 import { ACQUIRE } from "wakuwaku/internal/tokenBucket"
+import * as RateLimiterStore from "wakuwaku/RateLimiterStore"
 import { RedisServer } from "wakuwaku/testing"
 import { batcher, effectFloor, promiseFloor } from "./floors.js"
 import {
@@ -125,8 +128,10 @@ const throughputIndices: ReadonlyArray<number> = Array.from({ length: THROUGHPUT
 type Env = Context.Context<Redis.ReadWrite>
 type Limiter = RateLimiter.RateLimiter
 
-const effectConsume = (limiter: Limiter, name: string) =>
-  limiter.consume({ key: name, limit: CAPACITY, window: `${WINDOW_SECONDS} seconds`, tokens: 1 })
+type Algorithm = "fixed-window" | "token-bucket"
+
+const effectConsume = (limiter: Limiter, name: string, algorithm: Algorithm = "fixed-window") =>
+  limiter.consume({ key: name, limit: CAPACITY, window: `${WINDOW_SECONDS} seconds`, tokens: 1, algorithm })
 
 // ---------------------------------------------------------------------------------------------------
 // The contenders
@@ -205,12 +210,12 @@ const flexibleThroughput = async (limiter: FlexibleRedis): Promise<void> => {
   await Promise.all(Array.from({ length: IN_FLIGHT }, loop))
 }
 
-/** The same 256 fibers as wakuThroughput, calling the peer's RateLimiter service. */
-const effectThroughput = (limiter: Limiter): Promise<void> => {
+/** The same 256 fibers as wakuThroughput, calling a RateLimiter service. */
+const effectThroughput = (limiter: Limiter, algorithm?: Algorithm): Promise<void> => {
   let next = 0
   const loop = Effect.whileLoop({
     while: () => next < THROUGHPUT_OPS,
-    body: () => effectConsume(limiter, nameOf(next++)),
+    body: () => effectConsume(limiter, nameOf(next++), algorithm),
     step: () => {}
   })
   return Effect.runPromise(
@@ -245,19 +250,35 @@ const flexibleLatency = async (limiter: FlexibleRedis, out: Float64Array): Promi
   }
 }
 
-const effectLatency = (limiter: Limiter, out: Float64Array): Promise<void> =>
+const effectLatency = (limiter: Limiter, out: Float64Array, algorithm?: Algorithm): Promise<void> =>
   Effect.runPromise(
     Effect.gen(function*() {
       for (let i = 0; i < out.length; i++) {
         const start = performance.now()
-        yield* effectConsume(limiter, nameOf(i))
+        yield* effectConsume(limiter, nameOf(i), algorithm)
         out[i] = performance.now() - start
       }
     })
   )
 
+/** Untimed: how many of `n` consumes a RateLimiter allows. */
+const countConsumed = (limiter: Limiter, n: number, algorithm?: Algorithm) =>
+  Effect.runPromise(
+    Effect.forEach(
+      throughputIndices.slice(0, n),
+      (i) => Effect.map(Effect.either(effectConsume(limiter, nameOf(i), algorithm)), Either.isRight),
+      { concurrency: IN_FLIGHT }
+    ).pipe(Effect.map((xs) => xs.filter((x) => x).length))
+  )
+
 /** Untimed: how many of `n` acquires each side gets allowed, to show the workload is all-allowed. */
-const countAllowed = async (env: Env, client: IORedis, flexible: FlexibleRedis, limiter: Limiter, n: number) => {
+const countAllowed = async (
+  env: Env,
+  client: IORedis,
+  flexible: FlexibleRedis,
+  limiters: Limiters,
+  n: number
+) => {
   const waku = await Effect.runPromise(
     Effect.forEach(
       throughputIndices.slice(0, n),
@@ -281,14 +302,17 @@ const countAllowed = async (env: Env, client: IORedis, flexible: FlexibleRedis, 
     )
     for (const ok of await Promise.all(batch)) rlf += ok
   }
-  const effect = await Effect.runPromise(
-    Effect.forEach(
-      throughputIndices.slice(0, n),
-      (i) => Effect.map(Effect.either(effectConsume(limiter, nameOf(i))), Either.isRight),
-      { concurrency: IN_FLIGHT }
-    ).pipe(Effect.map((xs) => xs.filter((x) => x).length))
-  )
-  return { waku, raw, rlf, effect }
+  const effect = await countConsumed(limiters.experimental, n)
+  const effectBucket = await countConsumed(limiters.experimental, n, "token-bucket")
+  const store = await countConsumed(limiters.wakuwaku, n)
+  const storeBucket = await countConsumed(limiters.wakuwaku, n, "token-bucket")
+  return { waku, raw, rlf, effect, effectBucket, store, storeBucket }
+}
+
+/** RateLimiter over @effect/experimental's Redis store, and over wakuwaku's. */
+interface Limiters {
+  readonly experimental: Limiter
+  readonly wakuwaku: Limiter
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -322,9 +346,10 @@ const measure = async (
   memoryEnv: Env,
   client: IORedis,
   flexible: FlexibleRedis,
-  limiter: Limiter,
+  limiters: Limiters,
   referenceSha1: string
 ): Promise<void> => {
+  const limiter = limiters.experimental
   const ticksPerSecond = clockTicks()
   // Both stores empty before every round: what one round left must not weigh on the next one's GC.
   const flush = async () => {
@@ -406,6 +431,27 @@ const measure = async (
     throughputs: [],
     latencies: []
   }
+  const effectBucket: Contender = {
+    label: "@effect/experimental 0.61 `RateLimiter.consume`, Redis store (token bucket)",
+    throughput: () => effectThroughput(limiter, "token-bucket"),
+    latency: (out) => effectLatency(limiter, out, "token-bucket"),
+    throughputs: [],
+    latencies: []
+  }
+  const storeWindow: Contender = {
+    label: "@effect/experimental 0.61 `RateLimiter.consume`, wakuwaku's store (fixed window)",
+    throughput: () => effectThroughput(limiters.wakuwaku),
+    latency: (out) => effectLatency(limiters.wakuwaku, out),
+    throughputs: [],
+    latencies: []
+  }
+  const storeBucket: Contender = {
+    label: "@effect/experimental 0.61 `RateLimiter.consume`, wakuwaku's store (token bucket)",
+    throughput: () => effectThroughput(limiters.wakuwaku, "token-bucket"),
+    latency: (out) => effectLatency(limiters.wakuwaku, out, "token-bucket"),
+    throughputs: [],
+    latencies: []
+  }
   const windowRow: Contender = {
     label: "wakuwaku `FixedWindow.acquire`",
     throughput: () => windowThroughput(env),
@@ -447,6 +493,9 @@ const measure = async (
     reference,
     rlf,
     effectPeer,
+    storeWindow,
+    effectBucket,
+    storeBucket,
     memory
   ] as const
 
@@ -473,10 +522,12 @@ const measure = async (
     }
   }
   await flush()
-  const allowed = await countAllowed(env, client, flexible, limiter, 10_000)
+  const allowed = await countAllowed(env, client, flexible, limiters, 10_000)
   console.log(
     `allowed (check, untimed): wakuwaku ${allowed.waku}/10000, raw ${allowed.raw}/10000, ` +
-      `rate-limiter-flexible ${allowed.rlf}/10000, @effect/experimental ${allowed.effect}/10000\n`
+      `rate-limiter-flexible ${allowed.rlf}/10000, @effect/experimental ${allowed.effect}/10000 ` +
+      `(token bucket ${allowed.effectBucket}/10000), RateLimiter over wakuwaku's store ${allowed.store}/10000 ` +
+      `(token bucket ${allowed.storeBucket}/10000)\n`
   )
 
   for (let round = 1; round <= ROUNDS; round++) {
@@ -552,6 +603,17 @@ const measure = async (
   )
   const diff = w.p50 - r.p50
   line("p50 at concurrency 1, wakuwaku − raw", diff, " µs", "limit ≤ +15 µs", diff <= 15)
+  const ratio = (a: Contender, b: Contender) => (summary(a).throughput / summary(b).throughput).toFixed(3)
+  console.log(
+    `- RateLimiter.consume over wakuwaku's store / over the experimental Redis store: fixed window ${
+      ratio(storeWindow, effectPeer)
+    }×, token bucket ${ratio(storeBucket, effectBucket)}×; Node CPU per consume ${nodeCpu_(storeWindow).toFixed(1)} ` +
+      `and ${nodeCpu_(storeBucket).toFixed(1)} µs against ${nodeCpu_(effectPeer).toFixed(1)} and ${
+        nodeCpu_(effectBucket).toFixed(1)
+      } µs; Redis CPU ${redisCpu(storeWindow).toFixed(1)} and ${redisCpu(storeBucket).toFixed(1)} µs against ${
+        redisCpu(effectPeer).toFixed(1)
+      } and ${redisCpu(effectBucket).toFixed(1)} µs`
+  )
   console.log(
     `  (wakuwaku/@effect/experimental = ${(w.throughput / e.throughput).toFixed(3)}×, wakuwaku/raw = ${
       (w.throughput / r.throughput).toFixed(3)
@@ -591,8 +653,16 @@ const program = Effect.scoped(
       )
     )
     const limiter = Context.get(limiterEnv, RateLimiter.RateLimiter)
+    // The same RateLimiter over wakuwaku's store, on the wakuwaku rows' connection.
+    const storeEnv = yield* Layer.build(
+      RateLimiter.layer.pipe(
+        Layer.provide(RateLimiterStore.layer({ namespace: "bench-store" })),
+        Layer.provide(Layer.succeedContext(env))
+      )
+    )
+    const limiters: Limiters = { experimental: limiter, wakuwaku: Context.get(storeEnv, RateLimiter.RateLimiter) }
     const referenceSha1 = String(yield* Effect.promise(() => client.script("LOAD", REFERENCE_LUA)))
-    yield* Effect.promise(() => measure(server, env, memoryEnv, client, flexible, limiter, referenceSha1))
+    yield* Effect.promise(() => measure(server, env, memoryEnv, client, flexible, limiters, referenceSha1))
   })
 )
 
