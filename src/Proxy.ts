@@ -49,6 +49,9 @@
  *   and `X-Forwarded-Prefix` pass from trusted proxies only; anyone else's are dropped.
  * - Transfer codings other than `chunked` (`Transfer-Encoding: gzip, chunked`) are kept, both ways: the
  *   body is still coded, and Node re-frames it chunked. A 204 loses its `Content-Length`.
+ * - Under {@link layer}, the upstream's `RateLimit-Policy` and `RateLimit` are kept and the limit's list
+ *   members appended after them (draft-ietf-httpapi-ratelimit-headers §7.2: an intermediary must not make
+ *   the policy look more permissive), as `RateLimit.middleware` does; its `Retry-After` is never replaced.
  * - The peer's address (IPv4-mapped IPv6 written as IPv4) is appended to `X-Forwarded-For`, whoever the
  *   peer is; which entry to believe is the limiter's business (`RateLimit.clientIp({ trustedProxies })`).
  * - `Expect` is dropped: the proxy answers `100-continue` itself, once the limit has let the request in.
@@ -66,7 +69,7 @@
  * | its response is not valid HTTP, or a 101 nobody asked for | 502 | `http_protocol_error` |
  * | connecting times out (`layer`: undici's 10 s; `make`: the OS's) | 504 | `connection_timeout` |
  * | no response head within `timeout` of the request being sent | 504 | `http_response_timeout` |
- * | a limiter's 429 (any response not from the upstream, under {@link serve}) | 429 | `http_request_denied` |
+ * | a limiter's 429 (any response not from the upstream, under {@link serve}) | 429 | `http_request_error` |
  * | any other response that did not come from the upstream | as made | `proxy_internal_response` |
  * | a request that is not HTTP/1.1, or a target that cannot be forwarded | 400 | `http_request_error` |
  * | a request not received within `requestTimeout` | 408 | `http_request_error` |
@@ -202,7 +205,7 @@ export interface ServeOptions {
 /**
  * Runs `app` (typically {@link make} wrapped in a limiter middleware) on a Node HTTP server for the
  * layer's lifetime, providing it {@link layerClient}. Every response that did not come from the
- * upstream is marked with a `Proxy-Status` error member (`http_request_denied` for a 429).
+ * upstream is marked with a `Proxy-Status` error member (`http_request_error` for a 429).
  *
  * Closing the layer (SIGINT or SIGTERM under `NodeRuntime.runMain`) shuts down gracefully: the server
  * stops accepting, idle connections close, in-flight requests get up to `shutdownTimeout` to finish.
@@ -241,7 +244,7 @@ export const layerClient: Layer.Layer<NodeHttpClient.HttpAgent> = internalServe.
 
 /**
  * Marks the responses of `app` that do not carry this proxy's `Proxy-Status` member (those not from the
- * upstream) as the proxy's own: `wakuwaku; error=http_request_denied` for a 429,
+ * upstream) as the proxy's own: `wakuwaku; error=http_request_error` for a 429 (docs/http.md says why),
  * `wakuwaku; error=proxy_internal_response` otherwise. {@link serve} applies it; use it when serving
  * {@link make} another way.
  *

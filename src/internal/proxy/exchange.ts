@@ -58,6 +58,13 @@ export const classify = (cause: unknown): Proxy.ProxyError => {
   return new Proxy.ProxyError({ reason, cause })
 }
 
+/**
+ * @internal The RFC 9209 error type of a 429 the proxy makes (a rate limit refused the request):
+ * `http_request_error`, a client error met in processing the request, which RFC 9209's own example of a
+ * 429 carries (§2). Not `http_request_denied` (a refusal by policy), whose recommended status is 403 (§2.3).
+ */
+export const RATE_LIMITED = "http_request_error"
+
 /** @internal The `Proxy-Status` member of a response this proxy made itself. */
 export const generatedStatus = (type: string, details?: string): string =>
   `${NAME}; error=${type}${details === undefined ? "" : `; details=${JSON.stringify(details)}`}`

@@ -27,6 +27,7 @@ import type * as Redis from "../../Redis.js"
 import { positive, toMillis } from "../duration.js"
 import * as clientIp from "../http/clientIp.js"
 import * as decision from "../http/decision.js"
+import { appendItem } from "../http/fields.js"
 import * as dispatch from "./dispatch.js"
 import * as exchange from "./exchange.js"
 import { upstreamPath } from "./target.js"
@@ -39,6 +40,10 @@ export const MAX_HEADER_LINES = 100
 
 /** @internal How much of an unread request body the proxy reads after refusing it before it closes the connection. */
 export const DRAIN_BOUND = 64 * 1024
+
+/** A list field's lines as one value (RFC 9651 §4.2: joined with commas). */
+const joined = (value: string | ReadonlyArray<string> | undefined): string | undefined =>
+  typeof value === "object" ? value.join(", ") : value
 
 /** The head of a response the proxy makes itself on a raw socket (Node's own errors). */
 const rawResponse = (status: number, reason: string, type: string, text: string): string => {
@@ -173,7 +178,7 @@ export const handler = <LR>(options: HandlerOptions<LR>) => {
       "content-type": decision.PROBLEM_JSON,
       "ratelimit-policy": policyField!,
       "proxy-status": exchange.generatedStatus(
-        verdict.status === 429 ? "http_request_denied" : "proxy_internal_response"
+        verdict.status === 429 ? exchange.RATE_LIMITED : "proxy_internal_response"
       )
     }
     if (verdict.limit !== undefined) headers["ratelimit"] = verdict.limit
@@ -201,7 +206,10 @@ export const handler = <LR>(options: HandlerOptions<LR>) => {
     answer(request, response, status, headers, body)
   }
 
-  /** Writes the client's head from the upstream's: end-to-end headers, the limit's fields, `Proxy-Status`. */
+  /**
+   * Writes the client's head from the upstream's: end-to-end headers, the limit's fields after the upstream's
+   * own (an intermediary must not make the policy look more permissive, draft §7.2), `Proxy-Status`.
+   */
   const writeHead = (
     response: Http.ServerResponse,
     fields: decision.Verdict | undefined,
@@ -210,8 +218,9 @@ export const handler = <LR>(options: HandlerOptions<LR>) => {
   ) => {
     const head = exchange.responseHead(status, upstreamHeaders)
     if (policyField !== undefined) {
-      head.headers["ratelimit-policy"] = policyField
-      if (fields?.limit !== undefined) head.headers["ratelimit"] = fields.limit
+      const headers = head.headers
+      headers["ratelimit-policy"] = appendItem(joined(headers["ratelimit-policy"]), policyField)
+      if (fields?.limit !== undefined) headers["ratelimit"] = appendItem(joined(headers["ratelimit"]), fields.limit)
     }
     if (options.closing()) head.headers["connection"] = "close"
     response.writeHead(head.status, head.headers)
