@@ -26,9 +26,12 @@
  * 431: every line is counted, none is dropped (Node's own `maxHeadersCount` silently drops lines past
  * about 1000). A target whose path climbs with dot segments is forwarded with them removed (RFC 3986
  * §5.2.4, `%2e` and `..;x` counting as dots), so it stays under the upstream's base path; one that hides a
- * dot segment behind `%2F`, `%5C` or `\` is a 400. `OPTIONS *` is forwarded as it is. A request is
- * decided before its body is invited (`100 Continue` only once the limit lets it through), and a refusal
- * that leaves a body unread closes the connection after reading at most 64 KiB more of it.
+ * dot segment behind `%2F`, `%5C` or `\` is a 400. So are a request with two `Host` lines (RFC 9112 §3.2)
+ * and one that is not HTTP/1.x (an HTTP/0.9 request line), and their connections are closed. Bytes that do
+ * not parse after a whole request get no response of their own: that request is answered, then the
+ * connection closes. `OPTIONS *` is forwarded as it is. A request is decided before its body is invited
+ * (`100 Continue` only once the limit lets it through), and a refusal that leaves a body unread closes the
+ * connection after reading at most 64 KiB more of it.
  *
  * **What it forwards.** The method, the path and query (after the upstream URL's own path, dot segments
  * removed), the headers and the body. Bodies stream in both directions, never buffered, with backpressure both ways:
@@ -48,7 +51,12 @@
  *   (a TLS load balancer in front knows the original scheme and host). `X-Real-IP`, `X-Forwarded-Port`
  *   and `X-Forwarded-Prefix` pass from trusted proxies only; anyone else's are dropped.
  * - Transfer codings other than `chunked` (`Transfer-Encoding: gzip, chunked`) are kept, both ways: the
- *   body is still coded, and Node re-frames it chunked. A 204 loses its `Content-Length`.
+ *   body is still coded, and Node re-frames it chunked. A response whose final coding is not `chunked`
+ *   ends when the upstream closes (RFC 9112 §6.3): it is relayed as it came, and the client's connection
+ *   closes after it. A 204 loses its `Content-Length`; a 304 keeps it (RFC 9110 §8.6); neither has a body.
+ * - Under {@link layer}, the upstream's `RateLimit-Policy` and `RateLimit` are kept and the limit's list
+ *   members appended after them (draft-ietf-httpapi-ratelimit-headers §7.2: an intermediary must not make
+ *   the policy look more permissive), as `RateLimit.middleware` does; its `Retry-After` is never replaced.
  * - The peer's address (IPv4-mapped IPv6 written as IPv4) is appended to `X-Forwarded-For`, whoever the
  *   peer is; which entry to believe is the limiter's business (`RateLimit.clientIp({ trustedProxies })`).
  * - `Expect` is dropped: the proxy answers `100-continue` itself, once the limit has let the request in.
@@ -66,9 +74,9 @@
  * | its response is not valid HTTP, or a 101 nobody asked for | 502 | `http_protocol_error` |
  * | connecting times out (`layer`: undici's 10 s; `make`: the OS's) | 504 | `connection_timeout` |
  * | no response head within `timeout` of the request being sent | 504 | `http_response_timeout` |
- * | a limiter's 429 (any response not from the upstream, under {@link serve}) | 429 | `http_request_denied` |
+ * | a limiter's 429 (any response not from the upstream, under {@link serve}) | 429 | `http_request_error` |
  * | any other response that did not come from the upstream | as made | `proxy_internal_response` |
- * | a request that is not HTTP/1.1, or a target that cannot be forwarded | 400 | `http_request_error` |
+ * | not HTTP/1.x, two `Host` lines, or a target that cannot be forwarded | 400 | `http_request_error` |
  * | a request not received within `requestTimeout` | 408 | `http_request_error` |
  * | too many header lines (`details="too many header lines"`), or a head over 16 KiB | 431 | `http_request_error` |
  * | an `Expect` other than `100-continue` | 417 | `http_request_error` |
@@ -202,7 +210,7 @@ export interface ServeOptions {
 /**
  * Runs `app` (typically {@link make} wrapped in a limiter middleware) on a Node HTTP server for the
  * layer's lifetime, providing it {@link layerClient}. Every response that did not come from the
- * upstream is marked with a `Proxy-Status` error member (`http_request_denied` for a 429).
+ * upstream is marked with a `Proxy-Status` error member (`http_request_error` for a 429).
  *
  * Closing the layer (SIGINT or SIGTERM under `NodeRuntime.runMain`) shuts down gracefully: the server
  * stops accepting, idle connections close, in-flight requests get up to `shutdownTimeout` to finish.
@@ -241,7 +249,7 @@ export const layerClient: Layer.Layer<NodeHttpClient.HttpAgent> = internalServe.
 
 /**
  * Marks the responses of `app` that do not carry this proxy's `Proxy-Status` member (those not from the
- * upstream) as the proxy's own: `wakuwaku; error=http_request_denied` for a 429,
+ * upstream) as the proxy's own: `wakuwaku; error=http_request_error` for a 429 (docs/http.md says why),
  * `wakuwaku; error=proxy_internal_response` otherwise. {@link serve} applies it; use it when serving
  * {@link make} another way.
  *

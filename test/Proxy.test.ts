@@ -491,7 +491,7 @@ describe.each(FRONT_ENDS)("upstream failures, %s", (_, start) => {
 })
 
 describe("rate limiting", () => {
-  it("over the limit: 429 from the limiter, with its fields and Proxy-Status http_request_denied; the upstream never sees it", async () => {
+  it("over the limit: 429 from the limiter, with its fields and Proxy-Status http_request_error; the upstream never sees it", async () => {
     const up = await recordingUpstream()
     const limiter = TokenBucket.make<string>("proxy-test", 2, Rate.make(1, "1 minute"))
     const app = Proxy.make({ upstream: up.url }).pipe(
@@ -509,7 +509,7 @@ describe("rate limiting", () => {
       "retry-after": "60",
       "ratelimit-policy": "\"proxy-test\";q=2;w=120",
       "ratelimit": "\"proxy-test\";r=0;t=60",
-      "proxy-status": "wakuwaku; error=http_request_denied"
+      "proxy-status": "wakuwaku; error=http_request_error"
     })
     expect(JSON.parse(third.body.toString())).toMatchObject({ status: 429, title: "Too Many Requests" })
     expect(up.seen).toHaveLength(2)

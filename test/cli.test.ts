@@ -402,7 +402,7 @@ describe("running", () => {
     for (let i = 0; i < 21; i++) statuses.push((await request(proxy.port, { path: "/hello" })).status)
     expect(statuses).toEqual([...Array<number>(20).fill(200), 429])
     const denied = await request(proxy.port)
-    expect(valueOf(denied, "proxy-status")).toBe("wakuwaku; error=http_request_denied")
+    expect(valueOf(denied, "proxy-status")).toBe("wakuwaku; error=http_request_error")
     expect(Number(valueOf(denied, "retry-after"))).toBeGreaterThanOrEqual(1)
     expect(Number(valueOf(denied, "retry-after"))).toBeLessThanOrEqual(3)
     proxy.child.kill("SIGTERM")

@@ -72,6 +72,8 @@ class Exchange implements Dispatcher.DispatchHandler {
   settled = false
   /** The client went away, or the server shuts down. */
   aborted = false
+  /** The client's response is whole (a 204 or a 304): nothing more goes to it. */
+  ended = false
   timer: ReturnType<typeof setTimeout> | undefined = undefined
   abortUpstream: ((error?: Error) => void) | undefined = undefined
   resume: (() => void) | undefined = undefined
@@ -123,6 +125,13 @@ class Exchange implements Dispatcher.DispatchHandler {
     if (this.timer !== undefined) clearTimeout(this.timer)
     this.resume = resume
     this.events.head(status, headersOf(raw))
+    if (status === 204 || status === 304) {
+      // No body, whatever the head says: the response is whole now. undici then fails a Content-Length (which
+      // RFC 9110 §8.6 allows a 304) with ResponseContentLengthMismatchError and drops the upstream connection;
+      // ended here, the client has its response before that error, which is ignored.
+      this.ended = true
+      this.target.end()
+    }
     return true
   }
 
@@ -135,11 +144,11 @@ class Exchange implements Dispatcher.DispatchHandler {
   }
 
   onComplete(): void {
-    if (!this.aborted) this.target.end()
+    if (!this.aborted && !this.ended) this.target.end()
   }
 
   onError(error: Error): void {
-    if (this.aborted) return
+    if (this.aborted || this.ended) return
     if (!this.settled) return this.fail(failureOf(error))
     // A body cut short by the upstream reaches the client cut short: its connection is dropped, not ended.
     if (!this.target.writableFinished) this.target.destroy()

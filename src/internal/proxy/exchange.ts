@@ -58,6 +58,13 @@ export const classify = (cause: unknown): Proxy.ProxyError => {
   return new Proxy.ProxyError({ reason, cause })
 }
 
+/**
+ * @internal The RFC 9209 error type of a 429 the proxy makes (a rate limit refused the request):
+ * `http_request_error`, a client error met in processing the request, which RFC 9209's own example of a
+ * 429 carries (§2). Not `http_request_denied` (a refusal by policy), whose recommended status is 403 (§2.3).
+ */
+export const RATE_LIMITED = "http_request_error"
+
 /** @internal The `Proxy-Status` member of a response this proxy made itself. */
 export const generatedStatus = (type: string, details?: string): string =>
   `${NAME}; error=${type}${details === undefined ? "" : `; details=${JSON.stringify(details)}`}`
@@ -178,30 +185,44 @@ export const requestHeaders = (
   return headers
 }
 
+/** A list of transfer codings whose last is `chunked`: the body is framed by its chunks. */
+const CHUNKED_LAST = /(?:^|,)\s*chunked\s*$/i
+
 /**
  * @internal The upstream's response head as the client gets it: end-to-end headers, its transfer codings
  * other than `chunked` kept (the body is still coded), no `Content-Length` on a 204, `Proxy-Status`
- * appended.
+ * appended. A body whose final transfer coding is not `chunked` ends only when the upstream closes its
+ * connection (RFC 9112 §6.3): it is `closeDelimited`, relayed as it came, and the client's connection
+ * closes after it (`Connection: close`), so that nothing can follow it on that connection.
  */
 export const responseHead = (
   status: number,
   upstream: Readonly<Record<string, string | Array<string> | undefined>>
-): { readonly status: number; readonly headers: Record<string, string | Array<string>> } => {
+): {
+  readonly status: number
+  readonly headers: Record<string, string | Array<string>>
+  readonly closeDelimited: boolean
+} => {
   const headers = endToEnd<string | Array<string>>(upstream)
   const te = upstream["transfer-encoding"]
   const codings = typeof te === "string" ? te : te?.join(", ")
-  if (codings !== undefined && !/^\s*chunked\s*$/i.test(codings)) headers["transfer-encoding"] = codings
+  let closeDelimited = false
   if (status === 204 || status === 304) {
     // RFC 9110 §8.6: no Content-Length in a 204; a 304 has no body to frame either.
     if (status === 204) delete headers["content-length"]
-    delete headers["transfer-encoding"]
+  } else if (codings !== undefined && !/^\s*chunked\s*$/i.test(codings)) {
+    headers["transfer-encoding"] = codings
+    if (!CHUNKED_LAST.test(codings)) {
+      closeDelimited = true
+      headers["connection"] = "close"
+    }
   }
   const existing = headers["proxy-status"]
   headers["proxy-status"] = appendMember(
     typeof existing === "string" ? existing : existing?.join(", "),
     `${NAME}; received-status=${status}`
   )
-  return { status, headers }
+  return { status, headers, closeDelimited }
 }
 
 /** @internal What {@link exchange} ends with: the response's head arrived, or a failure. */

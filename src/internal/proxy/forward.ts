@@ -26,6 +26,7 @@ import {
   hasBody,
   lastMember,
   NAME,
+  RATE_LIMITED,
   requestHeaders,
   resolve,
   type Resolved,
@@ -60,7 +61,7 @@ export const identify = <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E, R
   Effect.map(app, (response) => {
     const proxyStatus = response.headers["proxy-status"]
     if (lastMember(proxyStatus) === NAME) return response
-    const type = response.status === 429 ? "http_request_denied" : "proxy_internal_response"
+    const type = response.status === 429 ? RATE_LIMITED : "proxy_internal_response"
     const member = generatedStatus(type)
     return HttpServerResponse.setHeader(
       response,

@@ -14,7 +14,7 @@ import * as Http from "node:http"
 import type * as Proxy from "../../Proxy.js"
 import { hasBody, NAME } from "./exchange.js"
 import { identify, ownResponse } from "./forward.js"
-import { configure, drain, MAX_HEADER_LINES, refuseBody, tooManyLines } from "./server.js"
+import { configure, drain, malformed, MAX_HEADER_LINES, refuseBody, tooManyLines } from "./server.js"
 
 /**
  * @internal The agents the proxy forwards over: node:http and node:https keep-alive agents, so connections
@@ -23,8 +23,9 @@ import { configure, drain, MAX_HEADER_LINES, refuseBody, tooManyLines } from "./
 export const layerClient: Layer.Layer<NodeHttpClient.HttpAgent> = NodeHttpClient.makeAgentLayer({ keepAlive: true })
 
 /**
- * @internal The checks of the proxy's own server (server.ts) around an app: too many header lines is a 431 before
- * the app runs; a response not from the upstream that leaves the request body unread closes the connection.
+ * @internal The checks of the proxy's own server (server.ts) around an app: too many header lines is a 431, and
+ * a request that is not HTTP/1.x or has two `Host` lines a 400, before the app runs; a response not from the
+ * upstream that leaves the request body unread closes the connection.
  */
 const guard = <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E, R> =>
   Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
@@ -35,6 +36,11 @@ const guard = <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E, R> =>
       return Effect.succeed(
         ownResponse(431, "http_request_error", `the request has more than ${MAX_HEADER_LINES} header lines`)
       )
+    }
+    if (malformed(source)) {
+      // refuseBody closes the connection too: the request's framing is not to be trusted.
+      refuseBody(source, response)
+      return Effect.succeed(ownResponse(400, "http_request_error", "the request is not valid HTTP/1.1"))
     }
     return Effect.map(identify(app), (out) => {
       const fromUpstream = (out.headers["proxy-status"] ?? "").includes(`${NAME}; received-status=`)

@@ -27,6 +27,7 @@ import type * as Redis from "../../Redis.js"
 import { positive, toMillis } from "../duration.js"
 import * as clientIp from "../http/clientIp.js"
 import * as decision from "../http/decision.js"
+import { appendItem } from "../http/fields.js"
 import * as dispatch from "./dispatch.js"
 import * as exchange from "./exchange.js"
 import { upstreamPath } from "./target.js"
@@ -39,6 +40,10 @@ export const MAX_HEADER_LINES = 100
 
 /** @internal How much of an unread request body the proxy reads after refusing it before it closes the connection. */
 export const DRAIN_BOUND = 64 * 1024
+
+/** A list field's lines as one value (RFC 9651 §4.2: joined with commas). */
+const joined = (value: string | ReadonlyArray<string> | undefined): string | undefined =>
+  typeof value === "object" ? value.join(", ") : value
 
 /** The head of a response the proxy makes itself on a raw socket (Node's own errors). */
 const rawResponse = (status: number, reason: string, type: string, text: string): string => {
@@ -96,19 +101,37 @@ export const refuseBody = (request: Http.IncomingMessage, response: Http.ServerR
   })
 }
 
+/** Connections that close once the response in flight is sent (see {@link closeAfter}). */
+const closingAfter = new WeakSet<Net.Socket>()
+
+/**
+ * What follows a whole request on its connection is not valid HTTP, while that request is being answered
+ * (forwarded, perhaps already executed upstream): it gets its own response, and the connection closes
+ * after it. An error response sent now would be read as that request's; nothing after it is answered.
+ */
+const closeAfter = (message: Http.ServerResponse, socket: Net.Socket): void => {
+  if (closingAfter.has(socket)) return
+  closingAfter.add(socket)
+  if (!message.headersSent) message.shouldKeepAlive = false
+  else message.once("finish", () => socket.end())
+}
+
 /**
  * @internal What both front ends' servers share: no line of a request head dropped (Node's
  * `maxHeadersCount` silently keeps only the first ~1000; here every line is kept and {@link tooManyLines}
- * refuses the request), Node's own error responses carrying `Proxy-Status`, and an `Expect` other than
- * `100-continue` answered 417 the same way.
+ * refuses the request), Node's own error responses carrying `Proxy-Status` (never one that would pass for
+ * the answer to a request still in flight), and an `Expect` other than `100-continue` answered 417 the same
+ * way.
  */
 export const configure = (server: Http.Server): void => {
   server.maxHeadersCount = 0
   server.on("clientError", (error: Error & { readonly code?: string }, socket: Net.Socket) => {
-    const message = (socket as Net.Socket & { _httpMessage?: Http.ServerResponse })._httpMessage
-    if (error.code === "ECONNRESET" || !socket.writable || message?.headersSent === true) {
-      socket.destroy()
-      return
+    const message = (socket as Net.Socket & { _httpMessage?: Http.ServerResponse | null })._httpMessage
+    if (error.code === "ECONNRESET" || !socket.writable) return void socket.destroy()
+    if (message != null && !message.writableFinished) {
+      // The error is past a whole request that is being answered; otherwise it is that request's own.
+      if (message.req.complete) return closeAfter(message, socket)
+      if (message.headersSent) return void socket.destroy()
     }
     socket.end(CLIENT_ERRORS[error.code ?? ""] ?? BAD_REQUEST)
   })
@@ -121,6 +144,40 @@ export const configure = (server: Http.Server): void => {
       "417 the proxy meets no expectation but 100-continue\n"
     )
   })
+}
+
+/**
+ * @internal Whether a request must be refused before anything else is read of it: a version other than
+ * HTTP/1.x (an HTTP/0.9 request line, which has none, or a text request line that says HTTP/2.0), or more
+ * than one `Host` line (RFC 9112 §3.2: a server MUST answer 400). Node's parser accepts both.
+ */
+export const malformed = (request: Http.IncomingMessage): boolean => {
+  if (request.httpVersionMajor !== 1) return true
+  const raw = request.rawHeaders
+  let hosts = 0
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i]!
+    // The usual spellings first: no lowercase copy per line on the hot path.
+    const host = name.length === 4 && (name === "Host" || name === "host" || name.toLowerCase() === "host")
+    if (host && ++hosts > 1) return true
+  }
+  return false
+}
+
+/** @internal The 400 of a {@link malformed} request; the connection closes (its framing is not to be trusted). */
+export const refuseMalformed = (request: Http.IncomingMessage, response: Http.ServerResponse): void => {
+  response.shouldKeepAlive = false
+  answer(
+    request,
+    response,
+    400,
+    {
+      "content-type": "text/plain",
+      "proxy-status": exchange.generatedStatus("http_request_error"),
+      "connection": "close"
+    },
+    "400 the request is not valid HTTP/1.1\n"
+  )
 }
 
 /** @internal Whether a request has more header lines than `max`. */
@@ -173,7 +230,7 @@ export const handler = <LR>(options: HandlerOptions<LR>) => {
       "content-type": decision.PROBLEM_JSON,
       "ratelimit-policy": policyField!,
       "proxy-status": exchange.generatedStatus(
-        verdict.status === 429 ? "http_request_denied" : "proxy_internal_response"
+        verdict.status === 429 ? exchange.RATE_LIMITED : "proxy_internal_response"
       )
     }
     if (verdict.limit !== undefined) headers["ratelimit"] = verdict.limit
@@ -201,7 +258,10 @@ export const handler = <LR>(options: HandlerOptions<LR>) => {
     answer(request, response, status, headers, body)
   }
 
-  /** Writes the client's head from the upstream's: end-to-end headers, the limit's fields, `Proxy-Status`. */
+  /**
+   * Writes the client's head from the upstream's: end-to-end headers, the limit's fields after the upstream's
+   * own (an intermediary must not make the policy look more permissive, draft §7.2), `Proxy-Status`.
+   */
   const writeHead = (
     response: Http.ServerResponse,
     fields: decision.Verdict | undefined,
@@ -210,11 +270,15 @@ export const handler = <LR>(options: HandlerOptions<LR>) => {
   ) => {
     const head = exchange.responseHead(status, upstreamHeaders)
     if (policyField !== undefined) {
-      head.headers["ratelimit-policy"] = policyField
-      if (fields?.limit !== undefined) head.headers["ratelimit"] = fields.limit
+      const headers = head.headers
+      headers["ratelimit-policy"] = appendItem(joined(headers["ratelimit-policy"]), policyField)
+      if (fields?.limit !== undefined) headers["ratelimit"] = appendItem(joined(headers["ratelimit"]), fields.limit)
     }
     if (options.closing()) head.headers["connection"] = "close"
     response.writeHead(head.status, head.headers)
+    // A close-delimited body (its final coding not chunked) goes as it came, even when a coding named chunked
+    // comes before the final one (which Node's header check would take for its own chunked framing).
+    if (head.closeDelimited) response.chunkedEncoding = false
   }
 
   const forward = (
@@ -284,6 +348,7 @@ export const handler = <LR>(options: HandlerOptions<LR>) => {
 
   return (request: Http.IncomingMessage, response: Http.ServerResponse): void => {
     if (tooManyLines(request, maxHeaderLines)) return refuseLines(request, response, maxHeaderLines)
+    if (malformed(request)) return refuseMalformed(request, response)
     const path = upstreamPath(upstream, request.url ?? "/", request.method)
     if (path === undefined) {
       return answer(
