@@ -20,7 +20,7 @@
  * - Atomic: however many replicas call at once, a window never counts past `limit`.
  * - One clock: windows follow the server's `TIME`; skew between replicas cannot shift them.
  * - `Denied.retryAfter` is the time until the window ends, rounded up to the millisecond: a retry then
- *   finds a fresh window.
+ *   finds a fresh window. `Allowed.resetAfter` names the same end.
  *
  * **Caveats.**
  * - The classic fixed-window edge: a client may spend `limit` at the end of one window and `limit` again
@@ -100,7 +100,8 @@ export type Requirements<Access extends "read" | "write"> =
 
 /**
  * The outcome of an acquire: the same as a token bucket's (the `Admission` module's).
- * - `Allowed`: counted. `remaining` is what is left in this window.
+ * - `Allowed`: counted. `remaining` is what is left in this window, and `resetAfter` the time until it ends
+ *   (whole milliseconds, rounded up: the same end a denial's `retryAfter` names).
  * - `Denied`: nothing counted. `retryAfter` is the time until the window ends (whole milliseconds,
  *   rounded up), or `None` when `cost` exceeds `limit`: split the request instead of retrying.
  *

@@ -12,7 +12,10 @@
  *   same two fields (`r=0`, `t` equal to `Retry-After`), and a short `application/problem+json` body
  *   of the draft's `quota-exceeded` type. The app does not run.
  * - **Cost above the quota** (a token bucket's capacity, a window's limit): `413`, no `Retry-After`
- *   (waiting never helps: split the request), `RateLimit-Policy`, and a problem body naming the cost.
+ *   (waiting never helps: split the request), `RateLimit-Policy`, and a problem body of a type of its own
+ *   (`tag:wakuwaku,2026:cost-above-quota`) naming the cost.
+ * - **A key the store will not take** (over 4096 bytes, such as a long header): the client's `400`, a problem
+ *   whose `detail` is the reason; nothing is spent.
  * - **The store failed** (`RedisError`): what `onStoreFailure` says, an explicit choice with no
  *   default: `"fail-closed"` answers `503`; `"fail-open"` lets the request through (with
  *   `RateLimit-Policy` only); {@link fallback} decides on a local limiter, the same policy on an
@@ -61,8 +64,9 @@
  * `RateLimit: "login";r=19;t=3`. Stacked middlewares each append their item, so a response lists
  * every policy. A token bucket maps to the draft's quota and window as: `q` = capacity, `w` = the
  * seconds to refill it from empty (rounded up), `t` after an allowed request = the seconds until the
- * bucket is full again (rounded up). A fixed window: `q` = limit, `w` = the window, and `t` = `w` after
- * an allowed request (the window ends within it; the decision does not say when).
+ * bucket is full again (rounded up). A fixed window: `q` = limit, `w` = the window, and `t` after an
+ * allowed request = the seconds left in the current window (rounded up), which a 429's `Retry-After` then
+ * names too. Either way `t` is when the quota is whole again if the client spends nothing more.
  *
  * **Requirements stay visible.** The result is an `HttpApp.Default<E | …, R | LR | …>`: the limiters'
  * requirements (`Redis | Write<TokenBucket.Entity>`) join the app's, so a server layer built on it
@@ -80,7 +84,8 @@
  * - An app that fails gets the fields on the error response the server makes of its failure (through a
  *   pre-response handler); a surrounding `HttpApp.withPreResponseHandler` scope may drop them.
  * - A key or cost that fails, or a cost that is not a non-negative safe integer (`InvalidInput`),
- *   fails the request in the error channel: nothing is spent.
+ *   fails the request in the error channel: nothing is spent. (A key the store will not take is the
+ *   client's 400, above.)
  * - While the store is down every request waits for the failure, up to the client's
  *   `commandTimeout` (2 s by default): lower it for a limiter in the request path.
  * - The fallback is per process: during an outage each replica grants the whole policy on its own.
@@ -117,19 +122,20 @@
  * @since 0.1.0
  */
 import type * as HttpApiMiddleware from "@effect/platform/HttpApiMiddleware"
-import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
 import type * as HttpApp from "@effect/platform/HttpApp"
 import type * as HttpRouter from "@effect/platform/HttpRouter"
 import type * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import type * as Cause from "effect/Cause"
 import type * as Context from "effect/Context"
 import type * as Duration from "effect/Duration"
-import * as Duration_ from "effect/Duration"
 import type * as Effect from "effect/Effect"
 import type * as Layer from "effect/Layer"
 import type * as Metric from "effect/Metric"
 import * as Schema from "effect/Schema"
+import type * as AST from "effect/SchemaAST"
 import type * as ClientIp from "./ClientIp.js"
 import * as fields from "./internal/http/fields.js"
+import * as openApi from "./internal/http/openApi.js"
 import * as internal from "./internal/http/rateLimit.js"
 import type * as Rate from "./Rate.js"
 import type * as Redis from "./Redis.js"
@@ -430,48 +436,94 @@ export const middleware: {
 
 /**
  * `RateLimitExceeded.retryAfter`: a `Duration`, which travels as whole seconds (the `Retry-After` of the
- * 429 it came with), a non-negative integer in JSON.
+ * 429 it came with), in JSON an integer from 0 to 10^11 (`int64`): no limiter can ask a longer wait (a token
+ * bucket fills in at most 10^14 ms).
  *
  * @since 0.1.0
  * @category errors
  */
-export const RetryAfterSeconds: Schema.Schema<Duration.Duration, number> = Schema.transform(
-  Schema.NonNegativeInt,
-  Schema.DurationFromSelf,
-  { strict: true, decode: (seconds) => Duration_.seconds(seconds), encode: (duration) => fields.ceilSeconds(duration) }
-).annotations({
-  identifier: "RetryAfterSeconds",
-  description: "Whole seconds until the request may be retried, as the Retry-After of the response"
-})
+export const RetryAfterSeconds: Schema.Schema<Duration.Duration, number> = openApi.RetryAfterSeconds
+
+const exceededFields = {
+  /** The policy (a limiter's namespace) whose wait is the longest: the one in `Retry-After` and `RateLimit`. */
+  policy: openApi.PolicyName,
+  /** How long until the request may pass, if nothing else spends: `Retry-After`, in whole seconds. */
+  retryAfter: RetryAfterSeconds,
+  /** Every policy that denied the request (several limits are decided as one). */
+  violatedPolicies: Schema.Array(openApi.PolicyName)
+}
+
+/** The class's static side, with the encoded type it travels as: the problem document. */
+interface ExceededClass extends
+  Schema.Class<
+    RateLimitExceeded,
+    typeof exceededFields & { readonly _tag: Schema.tag<"RateLimitExceeded"> },
+    openApi.ProblemEncoded,
+    never,
+    Schema.Struct.Constructor<typeof exceededFields>,
+    {},
+    Cause.YieldableError
+  >
+{
+  readonly _tag: "RateLimitExceeded"
+}
+
+const DESCRIPTION = "Too Many Requests: a rate limit denied the request; retry after retryAfter seconds"
 
 /**
  * The failure of a request that a rate limit denied, as {@link apiMiddleware} fails with it: an `HttpApi`
  * error of status 429, so that the API's OpenAPI documents it on the endpoints the middleware is on, and
- * a client made from the API (`HttpApiClient`) fails with it, typed. Its JSON body:
- * `{"policy":"login","retryAfter":3,"violatedPolicies":["login"],"_tag":"RateLimitExceeded"}`.
+ * a client made from the API (`HttpApiClient`) fails with it, typed. It travels as an RFC 9457 problem
+ * (`application/problem+json`) of the draft's `quota-exceeded` type, the plain middleware's and the proxy's
+ * 429 with `detail` and the typed fields as extension members:
+ *
+ * ```json
+ * {"type":"https://iana.org/assignments/http-problem-types#quota-exceeded","title":"Quota Exceeded","status":429,
+ *  "detail":"The quota of login is spent: retry after 3 s.","policy":"login","retryAfter":3,
+ *  "violated-policies":["login"]}
+ * ```
  *
  * @since 0.1.0
  * @category errors
  */
-export class RateLimitExceeded extends Schema.TaggedError<RateLimitExceeded>()(
-  "RateLimitExceeded",
-  {
-    /** The policy (a limiter's namespace) whose wait is the longest: the one in `Retry-After` and `RateLimit`. */
-    policy: Schema.String,
-    /** How long until the request may pass, if nothing else spends: `Retry-After`, in whole seconds. */
-    retryAfter: RetryAfterSeconds,
-    /** Every policy that denied the request (several limits are decided as one). */
-    violatedPolicies: Schema.Array(Schema.String)
-  },
-  HttpApiSchema.annotations({
-    status: 429,
-    description: "Too Many Requests: a rate limit denied the request; retry after retryAfter seconds"
-  })
-) {
+export class RateLimitExceeded
+  extends (Schema.TaggedError<RateLimitExceeded>()("RateLimitExceeded", exceededFields) as unknown as ExceededClass)
+{
+  static {
+    // The class's schema, as `Schema`, `HttpApi` and `OpenApi` read it (its `ast`): the problem document, which
+    // carries no `_tag` (RFC 9457 §4: an extension member's name starts with a letter), to the error and back.
+    // The base class's `ast` (the fields' struct to the instance) gives the instances.
+    let base: object = Object.getPrototypeOf(this)
+    while (!Object.hasOwn(base, "ast")) base = Object.getPrototypeOf(base)
+    const own = Object.getOwnPropertyDescriptor(base, "ast")!.get!
+    let ast: AST.Transformation | undefined
+    Object.defineProperty(this, "ast", {
+      get: () =>
+        ast ??= openApi.problemAst(
+          Schema.typeSchema(Schema.make<RateLimitExceeded>(own.call(this))),
+          (exceeded) => new this(exceeded, true),
+          { description: DESCRIPTION }
+        )
+    })
+  }
+
   override get message(): string {
     return `rate limit ${this.policy} exceeded: retry after ${fields.ceilSeconds(this.retryAfter)} s`
   }
 }
+
+/**
+ * Declares the fields on the limited operations of an OpenAPI document (`OpenApi.fromApi`): those whose 429 is
+ * {@link RateLimitExceeded}. Their 429 gets `Retry-After`, `RateLimit` and `RateLimit-Policy`, all required;
+ * their 2xx `RateLimit-Policy` (required) and `RateLimit` (not: a store that fails open sends none); their other
+ * 4xx both, not required (present when the limit ran before the error). Install it on the API:
+ * `HttpApi.make("shop").annotate(OpenApi.Transform, RateLimit.openApiFields)` (compose it with a transform of
+ * your own). Headers the document already declares are kept.
+ *
+ * @since 0.1.0
+ * @category HttpApi
+ */
+export const openApiFields: (spec: Record<string, unknown>) => Record<string, unknown> = openApi.openApiFields
 
 /**
  * The options of {@link apiMiddleware}: those of {@link middleware} (a key, a cost or a `choose` that can
@@ -516,8 +568,10 @@ export type ApiMiddlewareTag<I> = Context.Tag<I, HttpApiMiddleware.HttpApiMiddle
  * keys, costs, several limiters or a `choose` per request, store-failure policies and denial memory):
  *
  * - an endpoint or group with `.middleware(Tag)` answers a denial with a 429 ({@link RateLimitExceeded},
- *   encoded by the API), `Retry-After` and the fields; an allowed response carries the fields too;
- * - the API's OpenAPI lists the 429 on those endpoints only, and `HttpApiClient` fails with the error;
+ *   encoded by the API as an `application/problem+json` problem), `Retry-After` and the fields; an allowed
+ *   response carries the fields too;
+ * - the API's OpenAPI lists the 429 on those endpoints only ({@link openApiFields} declares the fields
+ *   there), and `HttpApiClient` fails with the error;
  * - a cost above the quota (413) and a fail-closed store failure (503) are answered as {@link middleware}
  *   answers them, and a key the store will not take (over 4096 bytes, from a header) or a bad cost
  *   (`InvalidInput`) with a `400` problem, as the proxy does: the API's schema does not describe these (a

@@ -1,6 +1,8 @@
-import { Duration, Effect, Option } from "effect"
+import { it as effect } from "@effect/vitest"
+import { Duration, Effect, Option, TestClock } from "effect"
 import { describe, expect, it as plain } from "vitest"
 import { FixedWindow, Redis } from "wakuwaku"
+import * as limits from "../src/internal/limits.js"
 import { command, expectTtls, forEachBackend, get, keysMatching, pttl } from "./support/backends.js"
 import { freshNamespace } from "./support/redis.js"
 
@@ -9,6 +11,12 @@ const keyOf = (namespace: string, name: string) => `@@wakuwaku:FixedWindow:${nam
 const allowed = (admission: FixedWindow.Admission): number => {
   if (admission._tag !== "Allowed") throw new Error(`expected Allowed, got ${JSON.stringify(admission)}`)
   return admission.remaining
+}
+
+/** An allowed acquire's resetAfter in ms: when its window ends. */
+const resetAfter = (admission: FixedWindow.Admission): number | undefined => {
+  if (admission._tag !== "Allowed") throw new Error(`expected Allowed, got ${JSON.stringify(admission)}`)
+  return admission.resetAfter === undefined ? undefined : Duration.toMillis(admission.resetAfter)
 }
 
 /** The retryAfter of a denial in ms; null when it can never succeed. */
@@ -66,6 +74,32 @@ describe("FixedWindow.make", () => {
   })
 })
 
+describe("FixedWindow on the memory backend under TestClock", () => {
+  effect.effect(
+    "an allowed acquire says when its window ends (resetAfter): alone, batched, and decided with others",
+    () =>
+      Effect.gen(function*() {
+        const W = FixedWindow.make<string>("w", 10, "10 seconds")
+        const V = FixedWindow.make<string>("v", 10, "4 seconds")
+        yield* TestClock.adjust("3 seconds")
+        expect(resetAfter(yield* W.acquire("a", 1))).toBe(7000)
+        // Calls made together go to the store as one batch.
+        const batch = yield* Effect.all([W.acquire("b", 1), W.acquire("c", 2)], { concurrency: "unbounded" })
+        expect(batch.map(resetAfter)).toEqual([7000, 7000])
+        // Several limits decided as one: each window its own end (the 4 s windows: 3 s in, 1 s left).
+        const outcome = yield* limits.acquire([W, V] as unknown as ReadonlyArray<limits.AnyLimiter>, "d", 1)
+        expect(outcome.admissions.map(resetAfter)).toEqual([7000, 1000])
+        // A denial's retryAfter is the same end; a new window starts whole.
+        yield* TestClock.adjust("2500 millis")
+        expect(allowed(yield* W.acquire("a", 9))).toBe(0)
+        expect(denied(yield* W.acquire("a", 1))).toBe(4500)
+        expect(resetAfter(yield* W.acquire("a", 0))).toBe(4500)
+        yield* TestClock.adjust("4500 millis")
+        expect(resetAfter(yield* W.acquire("a", 1))).toBe(10_000)
+      }).pipe(Effect.provide(Redis.layerMemory()))
+  )
+})
+
 forEachBackend("FixedWindow", (it) => {
   it.scoped("10 per second: 10 allowed with remaining 9..0, the 11th denied until the window ends", () =>
     Effect.gen(function*() {
@@ -95,6 +129,31 @@ forEachBackend("FixedWindow", (it) => {
       expect(start % 1e6).toBe(0)
       expect(result.ttl).toBeGreaterThan(0)
       expect(result.ttl).toBeLessThanOrEqual(Math.ceil((end - before) / 1000))
+    }))
+
+  it.scoped("an allowed acquire's resetAfter is the time left in its window, rounded up to the ms, batched or not", () =>
+    Effect.gen(function*() {
+      const W = FixedWindow.make<string>(freshNamespace(), 10, "100 seconds")
+      const { after, before, end, result } = yield* inOneWindow(
+        100e6,
+        Effect.gen(function*() {
+          const one = yield* W.acquire("a", 1)
+          const batch = yield* Effect.all([W.acquire("b", 1), W.acquire("b", 1), W.acquire("c", 3)], {
+            concurrency: "unbounded"
+          })
+          const full = yield* W.acquire("a", 9)
+          return { one, batch, full, retry: denied(yield* W.acquire("a", 1)) }
+        })
+      )
+      const [early, late] = [Math.ceil((end - before) / 1000), Math.ceil((end - after) / 1000)]
+      for (const admission of [result.one, ...result.batch, result.full]) {
+        const ms = resetAfter(admission)!
+        expect(ms).toBeGreaterThanOrEqual(late)
+        expect(ms).toBeLessThanOrEqual(early)
+      }
+      // Later calls, the same end: never more left.
+      expect(result.retry).toBeLessThanOrEqual(resetAfter(result.full)!)
+      expect(result.retry).toBeGreaterThanOrEqual(late)
     }))
 
   it.scoped("a denial counts nothing; the next window starts from zero", () =>

@@ -13,7 +13,7 @@ import type * as Http from "node:http"
 import * as Net from "node:net"
 import { type Item, parseList, Token } from "structured-headers"
 import { afterEach, describe, expect, it } from "vitest"
-import { FixedWindow, Redis } from "wakuwaku"
+import { FixedWindow, Rate, Redis, TokenBucket } from "wakuwaku"
 import { RateLimit } from "wakuwaku/http"
 import * as Proxy from "wakuwaku/Proxy"
 import { type Reply, request, upstream, valueOf, valuesOf } from "./support/proxy.js"
@@ -40,7 +40,10 @@ const serveLayer = async (options: Omit<Proxy.LayerOptions<Redis.ReadWrite>, "po
 }
 
 /** Serves `Proxy.make` behind `RateLimit.middleware` with `Proxy.serve`, on an embedded store. */
-const serveMiddleware = (upstreamUrl: string, limiter: FixedWindow.FixedWindow<string>): Promise<number> =>
+const serveMiddleware = (
+  upstreamUrl: string,
+  limiter: FixedWindow.FixedWindow<string> | TokenBucket.TokenBucket<string>
+): Promise<number> =>
   serveApp(
     Proxy.make({ upstream: upstreamUrl }).pipe(
       RateLimit.middleware({ limiter, key: RateLimit.clientIp(), onStoreFailure: "fail-closed" })
@@ -162,30 +165,33 @@ describe("1. RateLimit fields through the proxy: its members after the upstream'
       res.end("from the origin")
     })
 
+  // A bucket of 100 refilled 100 a minute: q=100, w=60, and t (the seconds until it is full again) exact.
+  const BUCKET = () => TokenBucket.make<string>("proxy", 100, Rate.make(100, "1 minute"))
+
   it("Proxy.layer: both fields hold the upstream's member, then the proxy's", async () => {
     const up = await origin(200)
     const port = await serveLayer({
       upstream: up.url,
-      rateLimit: { limiter: FixedWindow.make<string>("proxy", 100, "1 minute"), onStoreFailure: "fail-closed" }
+      rateLimit: { limiter: BUCKET(), onStoreFailure: "fail-closed" }
     })
     const reply = await request(port)
     expect(reply.status).toBe(200)
     expect(field(reply, "ratelimit-policy")).toEqual([["origin", { q: 5, w: 60 }], ["proxy", { q: 100, w: 60 }]])
-    expect(field(reply, "ratelimit")).toEqual([["origin", { r: 1, t: 50 }], ["proxy", { r: 99, t: 60 }]])
+    expect(field(reply, "ratelimit")).toEqual([["origin", { r: 1, t: 50 }], ["proxy", { r: 99, t: 1 }]])
   })
 
   it("Proxy.layer: the upstream's own 429 keeps its Retry-After and its members, the proxy's appended", async () => {
     const up = await origin(429, { "retry-after": "30", "ratelimit": "\"origin\";r=0;t=30" })
     const port = await serveLayer({
       upstream: up.url,
-      rateLimit: { limiter: FixedWindow.make<string>("proxy", 100, "1 minute"), onStoreFailure: "fail-closed" }
+      rateLimit: { limiter: BUCKET(), onStoreFailure: "fail-closed" }
     })
     await request(port)
     const reply = await request(port)
     expect(reply.status).toBe(429)
     expect(valuesOf(reply, "retry-after")).toEqual(["30"])
     expect(field(reply, "ratelimit-policy")).toEqual([["origin", { q: 5, w: 60 }], ["proxy", { q: 100, w: 60 }]])
-    expect(field(reply, "ratelimit")).toEqual([["origin", { r: 0, t: 30 }], ["proxy", { r: 98, t: 60 }]])
+    expect(field(reply, "ratelimit")).toEqual([["origin", { r: 0, t: 30 }], ["proxy", { r: 98, t: 2 }]])
     expect(reply.body.toString()).toBe("from the origin")
   })
 
@@ -213,11 +219,11 @@ describe("1. RateLimit fields through the proxy: its members after the upstream'
 
   it("Proxy.make with RateLimit.middleware appends in the same order, and keeps the upstream's Retry-After", async () => {
     const up = await origin(429, { "retry-after": "30" })
-    const port = await serveMiddleware(up.url, FixedWindow.make<string>("proxy", 100, "1 minute"))
+    const port = await serveMiddleware(up.url, BUCKET())
     const reply = await request(port)
     expect(valuesOf(reply, "retry-after")).toEqual(["30"])
     expect(field(reply, "ratelimit-policy")).toEqual([["origin", { q: 5, w: 60 }], ["proxy", { q: 100, w: 60 }]])
-    expect(field(reply, "ratelimit")).toEqual([["origin", { r: 1, t: 50 }], ["proxy", { r: 99, t: 60 }]])
+    expect(field(reply, "ratelimit")).toEqual([["origin", { r: 1, t: 50 }], ["proxy", { r: 99, t: 1 }]])
   })
 })
 

@@ -511,7 +511,7 @@ describe("rate limiting", () => {
       "ratelimit": "\"proxy-test\";r=0;t=60",
       "proxy-status": "wakuwaku; error=http_request_error"
     })
-    expect(JSON.parse(third.body.toString())).toMatchObject({ status: 429, title: "Too Many Requests" })
+    expect(JSON.parse(third.body.toString())).toMatchObject({ status: 429, title: "Quota Exceeded" })
     expect(up.seen).toHaveLength(2)
   })
 

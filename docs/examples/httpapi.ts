@@ -66,6 +66,8 @@ export class PlanLimit extends HttpApiMiddleware.Tag<PlanLimit>()("PlanLimit", {
 
 export const api = HttpApi.make("shop")
   .annotate(OpenApi.Title, "Shop, the wakuwaku/http example (docs/examples/httpapi.ts)")
+  // Retry-After, RateLimit and RateLimit-Policy, declared on the limited operations' responses.
+  .annotate(OpenApi.Transform, RateLimit.openApiFields)
   .add(
     HttpApiGroup.make("accounts")
       .add(HttpApiEndpoint.post("login", "/login").addSuccess(Schema.String).middleware(LoginLimit))

@@ -1,5 +1,7 @@
 /** @internal FixedWindow: its scripts (acquire, with its batch variant; peek) and their twins, and the window value. */
 import * as Duration from "effect/Duration"
+import * as Either from "effect/Either"
+import * as Admission_ from "../Admission.js"
 import type * as FixedWindow from "../FixedWindow.js"
 import type * as Redis from "../Redis.js"
 import * as Script from "../Script.js"
@@ -29,9 +31,10 @@ export const isFixedWindow = (u: unknown): u is FixedWindow.FixedWindow<never> =
  * `now - fmod(now, window)` (fmod is exact on doubles, where Lua's `%` is not). State is one string
  * "<window start µs> <count>", which expires when its window ends; a count of another window is zero.
  * - `used(key, start)` is the count of the window starting at `start`.
- * - `take(key, w, cost)` is one acquire; it returns three values: allowed (0|1), retry_ms (0 when
- *   allowed, -1 when cost > limit), remaining (never below 0, even if the limit was lowered
- *   mid-window). A denial writes nothing.
+ * - `take(key, w, cost)` is one acquire; it returns three values: allowed (0|1), ms (until the window
+ *   ends, rounded up: when allowed, when its count starts again; when denied, when to retry; -1 when
+ *   cost > limit), remaining (never below 0, even if the limit was lowered mid-window). A denial writes
+ *   nothing.
  */
 const FUNCTIONS_AT_NOW = `local windows = {}
 local function window(s)
@@ -61,7 +64,7 @@ local function take(key, w, cost)
     local state = string.format('%d', start) .. ' ' .. string.format('%d', count)
     redis.call('SET', key, state, 'PX', string.format('%d', left))
   end
-  return 1, 0, remaining - cost
+  return 1, left, remaining - cost
 end
 `
 const FUNCTIONS = `${NOW_US}${FUNCTIONS_AT_NOW}`
@@ -94,9 +97,18 @@ const take = (db: Script.Keyspace, key: string, w: Window, cost: number): Script
     count = count + cost
     db.set(key, `${start} ${count}`, { px: left })
   }
-  return [1, 0, remaining - cost]
+  return [1, left, remaining - cost]
 }
 const acquireTwin: Script.Twin = (db, keys, argv) => take(db, keys[0]!, windowOf(argv[0]!), Number(argv[1]))
+
+const { Allowed } = Admission_.Admission
+
+/** Decodes {allowed, ms, remaining}: an allowed acquire's ms is when its window ends (`resetAfter`). */
+const admission = (reply: unknown): Either.Either<Admission_.Admission, string> =>
+  Either.map(limiter.admission(reply), (decoded) =>
+    decoded._tag === "Allowed" && Array.isArray(reply)
+      ? Allowed({ remaining: decoded.remaining, resetAfter: Duration.millis(reply[1] as number) })
+      : decoded)
 
 /**
  * The window as a member of several limits decided as one (./limits.ts): its own acquire's condition and
@@ -159,12 +171,11 @@ families['W'] = {
 /**
  * @internal Counts `cost` in the current window if it stays within the limit; a denial writes nothing.
  * KEYS[1] the name's window; ARGV[1] "<limit> <window µs>", ARGV[2] the cost (whole units).
- * Returns {1, 0, remaining} if allowed, {0, retry_ms, remaining} if denied (retry_ms: until the window
- * ends, rounded up), retry_ms -1 when cost > limit (never). Calls made together are batched: its `many`
- * variant runs many acquires of one window at one server time, each protected (KEYS the windows, ARGV[1]
- * the window's parameters, once, then each call's cost), and replies, per call, remaining when
- * allowed (an integer, not a table: cheaper for Redis to reply), {0, retry_ms, remaining} when denied,
- * or an error reply.
+ * Returns {1, ms, remaining} if allowed, {0, ms, remaining} if denied (ms: until the window ends,
+ * rounded up: the allowed count starts again then, the denied one may retry), ms -1 when cost > limit
+ * (never). Calls made together are batched: its `many` variant runs many acquires of one window at one
+ * server time, each protected (KEYS the windows, ARGV[1] the window's parameters, once, then each call's
+ * cost), and replies, per call, the same three values, or an error reply.
  */
 export const ACQUIRE = define({
   name: "FixedWindow.acquire",
@@ -172,10 +183,12 @@ export const ACQUIRE = define({
   lua: `${FUNCTIONS}return {take(KEYS[1], window(ARGV[1]), tonumber(ARGV[2]))}
 `,
   twin: acquireTwin,
-  decode: limiter.admission,
+  decode: admission,
   many: {
-    lua: `${FUNCTIONS}${limiter.ACQUIRE_CALL("window")}${manyLua("call", 1, 1, 1)}`,
-    twin: manyTwin(limiter.compact(acquireTwin), 1, 1, 1),
+    // Every call replies its table: an allowed one says when its window ends, which a bare count would not.
+    lua: `${FUNCTIONS}local function call(key, params, cost) return {take(key, window(params), tonumber(cost))} end
+${manyLua("call", 1, 1, 1)}`,
+    twin: manyTwin(acquireTwin, 1, 1, 1),
     // The window's parameters go once per batch, not once per call.
     shared: 1
   }

@@ -1,6 +1,6 @@
 /**
  * @internal What TokenBucket and FixedWindow share: one key per name, an acquire script replying
- * {allowed, retry_ms, remaining} (its batch variant: an allowed call by its remaining alone), a
+ * {allowed, ms, remaining} (a bucket's batch variant: an allowed call by its remaining alone), a
  * read-only peek script, and reset by DEL. Each passes its kind, entity, scripts and the parameters the
  * scripts take (its `shape`).
  */

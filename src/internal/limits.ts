@@ -119,7 +119,8 @@ let made: Scripts | undefined
  *   start}: all 1 when every one allowed and each was spent from (its own acquire's reply); else all 0 and
  *   nothing spent: a limiter that denies replies as its own acquire does (allowed 0, ms until it would
  *   allow, -1 never; a bucket stores its refilled level, as a denial does), one that would allow replies
- *   allowed 1, ms 0, remaining what it holds now. start: the window spent from (µs), 0 for a bucket.
+ *   allowed 1, ms 0, remaining what it holds now. An allowed window's ms is when it ends (its own acquire's
+ *   reply). start: the window spent from (µs), 0 for a bucket.
  * - `Limits.refund` gives `cost` back to limiters that `Limits.acquire` spent from (the allowed groups of
  *   a decision another slot's group denied). KEYS one per limiter; ARGV[1] the cost, then per limiter its
  *   spec and the start `Limits.acquire` replied. Returns the number of limiters.
@@ -256,7 +257,8 @@ const decodeOutcome = (reply: unknown): Either.Either<Outcome, string> => {
     const [allowed, ms, remaining, start] = [values[i]!, values[i + 1]!, values[i + 2]!, values[i + 3]!]
     admissions.push(
       allowed === 1
-        ? Allowed({ remaining })
+        // An allowed window's ms is when it ends; a bucket's is 0.
+        ? Allowed(ms > 0 ? { remaining, resetAfter: Duration.millis(ms) } : { remaining })
         : Denied({ retryAfter: ms < 0 ? Option.none() : Option.some(Duration.millis(ms)) })
     )
     starts.push(start)
@@ -483,7 +485,7 @@ const merge = (
     group.forEach((i, j) => {
       const admission = outcome.admissions[j]!
       admissions[i] = refunded && outcome.allowed && admission._tag === "Allowed"
-        ? Allowed({ remaining: admission.remaining + cost })
+        ? Allowed({ ...admission, remaining: admission.remaining + cost })
         : admission
       starts[i] = outcome.starts[j]!
     })

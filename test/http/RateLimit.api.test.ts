@@ -1,8 +1,10 @@
 /**
  * `RateLimit.apiMiddleware` on a real `HttpApi` server on a free port, called by an `HttpApiClient` made
  * from the same API: 20 logins of a burst of 20 pass, the 21st fails with `RateLimitExceeded` whose
- * retry-after is the response's `Retry-After`; the fields on allowed and denied responses; the 429 in the
- * OpenAPI document on the limited endpoints only; a 413 and a fail-closed 503 as the plain middleware
+ * retry-after is the response's `Retry-After`; the fields on allowed and denied responses; the 429 an RFC 9457
+ * problem (validated against its JSON Schema), and in the OpenAPI document on the limited endpoints only, with
+ * the fields declared (validated as OpenAPI 3.1, and by the OWASP rate-limit rules); a 413 and a fail-closed 503 as
+ * the plain middleware
  * answers them; services read from the request, and the defect when the middleware providing them runs
  * after; a policy per request with two plans and two users; several limits as one.
  */
@@ -24,8 +26,9 @@ import { Cause, Context, Duration, Effect, Layer, Logger, LogLevel, Metric, Reda
 import { Capability, FixedWindow, Rate, Redis, TokenBucket } from "wakuwaku"
 import { RateLimit } from "wakuwaku/http"
 import { forEachBackend } from "../support/backends.js"
-import { fields, get, serve, serveApi } from "../support/http.js"
+import { expectWindowT, fields, get, serve, serveApi } from "../support/http.js"
 import { freshNamespace } from "../support/redis.js"
+import { owaspRateLimit, problem, sfList, validateOpenApi } from "../support/standards.js"
 
 class LoginLimit extends HttpApiMiddleware.Tag<LoginLimit>()("LoginLimit", {
   failure: RateLimit.RateLimitExceeded
@@ -45,6 +48,8 @@ class PlanLimit extends HttpApiMiddleware.Tag<PlanLimit>()("PlanLimit", {
 }) {}
 
 const api = HttpApi.make("shop")
+  // Retry-After, RateLimit and RateLimit-Policy in the OpenAPI document, on the limited operations.
+  .annotate(OpenApi.Transform, RateLimit.openApiFields)
   .add(
     HttpApiGroup.make("accounts")
       .add(HttpApiEndpoint.post("login", "/login").addSuccess(Schema.String).middleware(LoginLimit))
@@ -110,8 +115,10 @@ const count = (policy: string, decision: RateLimit.Decision) =>
 
 const bearer = (token: string) => ({ authorization: `Bearer ${token}` })
 
+const QUOTA_EXCEEDED = "https://iana.org/assignments/http-problem-types#quota-exceeded"
+
 describe("RateLimit.RateLimitExceeded", () => {
-  plain("a TaggedError of status 429 whose retry-after travels as whole seconds", () => {
+  plain("a TaggedError of status 429 whose JSON is an RFC 9457 problem of the draft's quota-exceeded type", () => {
     const error = new RateLimit.RateLimitExceeded({
       policy: "login",
       retryAfter: Duration.seconds(3),
@@ -120,44 +127,105 @@ describe("RateLimit.RateLimitExceeded", () => {
     expect(error._tag).toBe("RateLimitExceeded")
     expect(error.message).toBe("rate limit login exceeded: retry after 3 s")
     const json = JSON.stringify(Schema.encodeSync(RateLimit.RateLimitExceeded)(error))
-    expect(JSON.parse(json)).toEqual({
-      _tag: "RateLimitExceeded",
+    // type, title, status and detail; the typed fields as extension members, violated-policies as the draft names it.
+    expect(json).toBe(JSON.stringify({
+      type: QUOTA_EXCEEDED,
+      title: "Quota Exceeded",
+      status: 429,
+      detail: "The quota of login is spent: retry after 3 s.",
       policy: "login",
       retryAfter: 3,
-      violatedPolicies: ["login"]
-    })
+      "violated-policies": ["login"]
+    }))
+    expect(problem(json)).toMatchObject({ type: QUOTA_EXCEEDED, status: 429 })
     const back = Schema.decodeUnknownSync(RateLimit.RateLimitExceeded)(JSON.parse(json))
+    expect(back).toBeInstanceOf(RateLimit.RateLimitExceeded)
     expect(Duration.toSeconds(back.retryAfter)).toBe(3)
     expect(back).toEqual(error)
   })
 })
 
+/** A document's responses of `path` and `method`. */
+const responsesOf = (spec: OpenApi.OpenAPISpec, path: string, method: "get" | "post") =>
+  (spec.paths[path]![method] as unknown as { responses: Record<string, Record<string, unknown>> }).responses
+
 describe("the OpenAPI document", () => {
-  plain("lists the 429 with RateLimitExceeded's schema on the limited endpoints, and on no other", () => {
-    const spec = OpenApi.fromApi(api)
-    const responses = (path: string, method: "get" | "post") =>
-      (spec.paths[path]![method] as { responses: Record<string, unknown> }).responses
-    const tooMany = {
-      description: "Too Many Requests: a rate limit denied the request; retry after retryAfter seconds",
-      content: { "application/json": { schema: { $ref: "#/components/schemas/RateLimitExceeded" } } }
+  plain(
+    "lists the 429, an application/problem+json RateLimitExceeded, on the limited endpoints, and on no other",
+    () => {
+      const spec = OpenApi.fromApi(api)
+      expect(responsesOf(spec, "/login", "post")["429"]).toMatchObject({
+        description: "Too Many Requests: a rate limit denied the request; retry after retryAfter seconds",
+        content: { "application/problem+json": { schema: { $ref: "#/components/schemas/RateLimitExceeded" } } }
+      })
+      expect(responsesOf(spec, "/orders", "get")["429"]).toEqual(responsesOf(spec, "/login", "post")["429"])
+      expect(responsesOf(spec, "/health", "get")["429"]).toBeUndefined()
+      expect(spec.components.schemas["RateLimitExceeded"]).toEqual({
+        type: "object",
+        required: ["type", "title", "status", "detail", "policy", "retryAfter", "violated-policies"],
+        properties: {
+          type: { type: "string", enum: [QUOTA_EXCEEDED] },
+          title: { type: "string", enum: ["Quota Exceeded"] },
+          status: { type: "integer", enum: [429] },
+          detail: { type: "string" },
+          policy: { $ref: "#/components/schemas/PolicyName" },
+          retryAfter: { $ref: "#/components/schemas/RetryAfterSeconds" },
+          "violated-policies": { type: "array", items: { $ref: "#/components/schemas/PolicyName" } }
+        },
+        additionalProperties: false,
+        description: "Too Many Requests: a rate limit denied the request; retry after retryAfter seconds"
+      })
     }
-    expect(responses("/login", "post")["429"]).toEqual(tooMany)
-    expect(responses("/orders", "get")["429"]).toEqual(tooMany)
-    expect(responses("/health", "get")["429"]).toBeUndefined()
-    expect(spec.components.schemas["RateLimitExceeded"]).toEqual({
-      type: "object",
-      required: ["policy", "retryAfter", "violatedPolicies", "_tag"],
-      properties: {
-        policy: { type: "string" },
-        retryAfter: { $ref: "#/components/schemas/RetryAfterSeconds" },
-        violatedPolicies: { type: "array", items: { type: "string" } },
-        _tag: { type: "string", enum: ["RateLimitExceeded"] }
-      },
-      additionalProperties: false,
-      description: "Too Many Requests: a rate limit denied the request; retry after retryAfter seconds"
+  )
+
+  plain("bounds the retry: an int64 of whole seconds, at most the longest wait a limiter can ask (10^11 s)", () => {
+    const spec = OpenApi.fromApi(api)
+    expect(spec.components.schemas["RetryAfterSeconds"]).toEqual({
+      type: "integer",
+      format: "int64",
+      minimum: 0,
+      maximum: 100_000_000_000,
+      description: "Whole seconds until the request may be retried, as the Retry-After of the response"
     })
-    expect(spec.components.schemas["RetryAfterSeconds"]).toMatchObject({ type: "integer", minimum: 0 })
+    expect(spec.components.schemas["PolicyName"]).toMatchObject({ type: "string", minLength: 1, maxLength: 64 })
+    expect(() => Schema.decodeUnknownSync(RateLimit.RetryAfterSeconds)(100_000_000_001)).toThrow()
+    expect(Duration.toSeconds(Schema.decodeUnknownSync(RateLimit.RetryAfterSeconds)(100_000_000_000))).toBe(1e11)
   })
+
+  plain(
+    "declares Retry-After, RateLimit and RateLimit-Policy on the 429 and the fields on every other 2xx and 4xx",
+    () => {
+      const spec = OpenApi.fromApi(api)
+      for (const [path, method] of [["/login", "post"], ["/orders", "get"]] as const) {
+        const responses = responsesOf(spec, path, method)
+        const headers = (status: string) => responses[status]!["headers"] as Record<string, Record<string, unknown>>
+        expect(Object.keys(headers("429")).sort()).toEqual(["RateLimit", "RateLimit-Policy", "Retry-After"])
+        expect(headers("429")["Retry-After"]).toMatchObject({
+          required: true,
+          schema: { $ref: "#/components/schemas/RetryAfterSeconds" }
+        })
+        expect(headers("429")["RateLimit"]).toMatchObject({ required: true, schema: { type: "string" } })
+        // An allowed request always carries the policy; RateLimit, unless the store failed open.
+        expect(headers("200")["RateLimit-Policy"]).toMatchObject({ required: true })
+        expect(headers("200")["RateLimit"]).toMatchObject({ required: false })
+        expect(headers("400")["RateLimit"]).toMatchObject({ required: false })
+      }
+      expect(responsesOf(spec, "/health", "get")["200"]!["headers"]).toBeUndefined()
+    }
+  )
+
+  plain(
+    "is valid OpenAPI 3.1 (the OpenAPI Initiative's schema), and the OWASP rate-limit rules find only /health",
+    async () => {
+      const spec = OpenApi.fromApi(api)
+      expect(await validateOpenApi(spec)).toMatchObject({ valid: true })
+      // /health has no limit, and so no fields: the rule is right to say so there, and only there.
+      expect(owaspRateLimit(spec)).toEqual([
+        { code: "owasp:api4:2023-rate-limit", path: "paths /health get responses 200" },
+        { code: "owasp:api4:2023-rate-limit", path: "paths /health get responses 400" }
+      ])
+    }
+  )
 })
 
 describe("the typed client against a hostile server", () => {
@@ -165,11 +233,22 @@ describe("the typed client against a hostile server", () => {
     "a 429 whose body is not a valid RateLimitExceeded is a decoding failure, never a bogus retry",
     () =>
       Effect.gen(function*() {
+        const valid = {
+          type: QUOTA_EXCEEDED,
+          title: "Quota Exceeded",
+          status: 429,
+          detail: "The quota of login is spent: retry after 3 s.",
+          policy: "login",
+          retryAfter: 3,
+          "violated-policies": ["login"]
+        }
         const bodies = [
-          { _tag: "RateLimitExceeded", policy: "login", retryAfter: -5, violatedPolicies: [] },
-          { _tag: "RateLimitExceeded", policy: "login", retryAfter: 1.5, violatedPolicies: [] },
-          { _tag: "RateLimitExceeded", policy: "login", retryAfter: "3", violatedPolicies: [] },
-          { _tag: "RateLimitExceeded", policy: "login" }
+          { ...valid, retryAfter: -5 },
+          { ...valid, retryAfter: 1.5 },
+          { ...valid, retryAfter: "3" },
+          { ...valid, retryAfter: 100_000_000_001 },
+          { ...valid, type: "about:blank" },
+          { policy: "login", retryAfter: 3, violatedPolicies: ["login"], _tag: "RateLimitExceeded" }
         ]
         let next = 0
         const { v4 } = yield* serve(
@@ -213,8 +292,10 @@ forEachBackend("RateLimit.apiMiddleware", (it) => {
       expect(Duration.toSeconds(error.retryAfter)).toBe(Number(response.headers["retry-after"]))
       expect(error.policy).toBe(logins.namespace)
       expect(error.violatedPolicies).toEqual([logins.namespace])
+      expect(response.headers["content-type"]).toBe("application/problem+json")
       expect(response.headers["ratelimit-policy"]).toBe(policy)
       expect(response.headers["ratelimit"]).toBe(`"${logins.namespace}";r=0;t=3`)
+      expect(sfList(response.headers["ratelimit"])).toEqual([{ name: logins.namespace, params: { r: 0, t: 3 } }])
       // The endpoint without the middleware is not limited and gets no fields.
       expect(yield* client.accounts.health()).toBe("ok")
       expect(last().headers["ratelimit-policy"]).toBeUndefined()
@@ -254,11 +335,15 @@ forEachBackend("RateLimit.apiMiddleware", (it) => {
         retryAfter: undefined
       })))
       const denied = yield* get(`${v4}/orders`, bearer("token-ann"))
-      expect(JSON.parse(denied.body)).toEqual({
-        _tag: "RateLimitExceeded",
+      expect(denied.headers["content-type"]).toBe("application/problem+json")
+      expect(problem(denied.body)).toEqual({
+        type: QUOTA_EXCEEDED,
+        title: "Quota Exceeded",
+        status: 429,
+        detail: `The quota of ${free.namespace} is spent: retry after 100 s.`,
         policy: free.namespace,
         retryAfter: 100,
-        violatedPolicies: [free.namespace]
+        "violated-policies": [free.namespace]
       })
       expect([yield* count(free.namespace, "allowed"), yield* count(free.namespace, "denied")]).toEqual([3, 2])
       expect([yield* count(paid.namespace, "allowed"), yield* count(paid.namespace, "denied")]).toEqual([4, 0])
@@ -281,10 +366,14 @@ forEachBackend("RateLimit.apiMiddleware", (it) => {
         })
       ))
       const policy = `"${burst.namespace}";q=5;w=50, "${hourly.namespace}";q=3;w=3600`
+      const before = Date.now()
       yield* client.accounts.login()
+      const after = Date.now()
       expect(last().headers["ratelimit-policy"]).toBe(policy)
-      // burst has 4 left, hourly 2: hourly is the closer to exhaustion.
-      expect(last().headers["ratelimit"]).toBe(`"${hourly.namespace}";r=2;t=3600`)
+      // burst has 4 left, hourly 2: hourly is the closer to exhaustion; t is what is left of its hour.
+      const [item] = sfList(last().headers["ratelimit"])
+      expect(item).toMatchObject({ name: hourly.namespace, params: { r: 2 } })
+      expectWindowT(item!.params["t"], 3600, before, after)
       yield* client.accounts.login()
       yield* client.accounts.login()
       const error = yield* Effect.flip(client.accounts.login())

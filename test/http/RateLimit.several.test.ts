@@ -13,9 +13,10 @@ import { Capability, FixedWindow, Rate, Redis, TokenBucket } from "wakuwaku"
 import { RateLimit } from "wakuwaku/http"
 import * as limits from "../../src/internal/limits.js"
 import { forEachBackend } from "../support/backends.js"
-import { fields, get, serve } from "../support/http.js"
+import { expectWindowT, fields, get, serve } from "../support/http.js"
 import { freshNamespace } from "../support/redis.js"
 import { transient } from "../support/transient.js"
+import { problem, sfList } from "../support/standards.js"
 
 const hello = Effect.succeed(HttpServerResponse.text("hello"))
 
@@ -121,13 +122,14 @@ forEachBackend("RateLimit.middleware, several limiters as one", (it, backend) =>
         RateLimit.middleware({ limiter: [perSecond, hourly], onStoreFailure: "fail-closed" })(hello)
       )
       const policy = `"${perSecond.namespace}";q=10;w=1, "${hourly.namespace}";q=4;w=3600`
-      // perSecond keeps 9 (t=1), hourly 3 (t=3600): hourly is closer to exhaustion.
-      expect(fields(yield* get(v4))).toEqual({
-        status: 200,
-        policy,
-        limit: `"${hourly.namespace}";r=3;t=3600`,
-        retryAfter: undefined
-      })
+      // perSecond keeps 9 (t=1), hourly 3 (t: what is left of its hour): hourly is closer to exhaustion.
+      const before = Date.now()
+      const reply = yield* get(v4)
+      const after = Date.now()
+      expect(fields(reply)).toMatchObject({ status: 200, policy, retryAfter: undefined })
+      const [item, ...more] = sfList(reply.headers["ratelimit"])
+      expect([item!.name, item!.params["r"], more]).toEqual([hourly.namespace, 3, []])
+      expectWindowT(item!.params["t"], 3600, before, after)
     }))
 
   it.scoped("on a tie in r, the longer t is the more restrictive; then the first listed", () =>
@@ -165,7 +167,7 @@ forEachBackend("RateLimit.middleware, several limiters as one", (it, backend) =>
       })
       expect(JSON.parse(denied.body)).toEqual({
         type: "https://iana.org/assignments/http-problem-types#quota-exceeded",
-        title: "Too Many Requests",
+        title: "Quota Exceeded",
         status: 429,
         "violated-policies": [burst.namespace, window.namespace]
       })
@@ -211,11 +213,13 @@ forEachBackend("RateLimit.middleware, several limiters as one", (it, backend) =>
         limit: undefined,
         retryAfter: undefined
       })
-      expect(JSON.parse(reply.body)).toEqual({
-        type: "https://iana.org/assignments/http-problem-types#quota-exceeded",
-        title: "Request Exceeds the Quota",
+      expect(problem(reply.body)).toEqual({
+        type: "tag:wakuwaku,2026:cost-above-quota",
+        title: "Cost Above the Quota",
         status: 413,
         detail: "This request costs 3 and the policy allows at most 2 at once: split it.",
+        cost: 3,
+        quota: 2,
         "violated-policies": [small.namespace]
       })
       expect([yield* large.peek("127.0.0.1"), yield* small.peek("127.0.0.1")]).toEqual([10, 2])

@@ -1,30 +1,45 @@
 /**
  * The middleware over real sockets, on Redis and on the memory backend: statuses, exact header values
- * (draft-ietf-httpapi-ratelimit-headers-11), bodies, metrics and span attributes.
+ * (draft-ietf-httpapi-ratelimit-headers-11, read with `structured-headers`), bodies (RFC 9457, validated against
+ * its JSON Schema), metrics and span attributes; and in process under `TestClock`, a fixed window's `t`.
  */
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
-import { expect } from "@effect/vitest"
-import { Duration, Effect, Metric } from "effect"
+import { expect, it as effect } from "@effect/vitest"
+import { Duration, Effect, Metric, TestClock } from "effect"
 import fc from "fast-check"
 import { describe, it as plain } from "vitest"
-import { FixedWindow, Rate, TokenBucket } from "wakuwaku"
+import { FixedWindow, Rate, Redis, TokenBucket } from "wakuwaku"
 import { RateLimit } from "wakuwaku/http"
 import { forEachBackend } from "../support/backends.js"
-import { fields, get, recordingTracer, serve } from "../support/http.js"
+import { expectWindowT, fields, get, recordingTracer, serve } from "../support/http.js"
 import { freshNamespace } from "../support/redis.js"
+import { problem, sfList } from "../support/standards.js"
 
 const hello = Effect.succeed(HttpServerResponse.text("hello"))
 
 /** The cost of a request: its `x-cost` header, 1 without one. */
 const costHeader = (request: HttpServerRequest.HttpServerRequest) => Number(request.headers["x-cost"] ?? "1")
 
+/** The draft's problem type for a 429, with the title it registers (§10.2.1), the same on every occurrence. */
 const quotaExceeded = (policy: string) =>
   JSON.stringify({
     type: "https://iana.org/assignments/http-problem-types#quota-exceeded",
-    title: "Too Many Requests",
+    title: "Quota Exceeded",
     status: 429,
     "violated-policies": [policy]
+  })
+
+/** The 413's own problem type: a cost above the quota, which no wait cures. */
+const costAboveQuota = (cost: number, quota: number, policies: ReadonlyArray<string>) =>
+  JSON.stringify({
+    type: "tag:wakuwaku,2026:cost-above-quota",
+    title: "Cost Above the Quota",
+    status: 413,
+    detail: `This request costs ${cost} and the policy allows at most ${quota} at once: split it.`,
+    cost,
+    quota,
+    "violated-policies": policies
   })
 
 const count = (policy: string, decision: RateLimit.Decision) =>
@@ -83,6 +98,62 @@ describe("RateLimit.policy", () => {
   })
 })
 
+/** Runs `app` in process on a GET of `/`, keyed by `key`; the response's status, headers and body. */
+const call = <E, R>(app: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>) =>
+  Effect.map(
+    Effect.provideService(
+      app,
+      HttpServerRequest.HttpServerRequest,
+      HttpServerRequest.fromWeb(new Request("http://local/"))
+    ),
+    (response) => ({
+      status: response.status,
+      headers: response.headers as Readonly<Record<string, string>>,
+      body: response.body._tag === "Uint8Array" ? new TextDecoder().decode(response.body.body) : ""
+    })
+  )
+
+// Registered before the layered blocks, which must come last in a file (see NOTES.md).
+describe("a fixed window's t, in process on the memory backend under TestClock", () => {
+  effect.effect(
+    "the draft's own fixed-window example (appendix B.2.1): 10 s into a window of 60, r=99;t=50",
+    () =>
+      Effect.gen(function*() {
+        const limiter = FixedWindow.make<string>("fixedwindow", 100, "60 seconds")
+        const app = RateLimit.middleware({ limiter, key: () => "client", onStoreFailure: "fail-closed" })(hello)
+        yield* TestClock.adjust("10 seconds")
+        const reply = yield* call(app)
+        expect(reply.status).toBe(200)
+        expect(reply.headers["ratelimit"]).toBe("\"fixedwindow\";r=99;t=50")
+        expect(sfList(reply.headers["ratelimit"])).toEqual([{ name: "fixedwindow", params: { r: 99, t: 50 } }])
+        expect(sfList(reply.headers["ratelimit-policy"])).toEqual([{ name: "fixedwindow", params: { q: 100, w: 60 } }])
+      }).pipe(Effect.provide(Redis.layerMemory()))
+  )
+
+  effect.effect(
+    "r=0;t=7 on the last allowed request, then a 429 with t=7 and Retry-After: 7; t rounds up",
+    () =>
+      Effect.gen(function*() {
+        const limiter = FixedWindow.make<string>("w", 2, "10 seconds")
+        const app = RateLimit.middleware({ limiter, key: () => "client", onStoreFailure: "fail-closed" })(hello)
+        yield* TestClock.adjust("3 seconds")
+        expect((yield* call(app)).headers["ratelimit"]).toBe("\"w\";r=1;t=7")
+        expect((yield* call(app)).headers["ratelimit"]).toBe("\"w\";r=0;t=7")
+        const denied = yield* call(app)
+        expect([denied.status, denied.headers["retry-after"], denied.headers["ratelimit"]]).toEqual([
+          429,
+          "7",
+          "\"w\";r=0;t=7"
+        ])
+        // 2.5 s left: 3 s, never early; a new window: its whole length.
+        yield* TestClock.adjust("4500 millis")
+        expect((yield* call(app)).headers["ratelimit"]).toBe("\"w\";r=0;t=3")
+        yield* TestClock.adjust("2500 millis")
+        expect((yield* call(app)).headers["ratelimit"]).toBe("\"w\";r=1;t=10")
+      }).pipe(Effect.provide(Redis.layerMemory()))
+  )
+})
+
 forEachBackend("RateLimit.middleware", (it) => {
   it.scoped("a token bucket: allowed with the policy and the remaining quota, then 429 with Retry-After", () =>
     Effect.gen(function*() {
@@ -103,6 +174,7 @@ forEachBackend("RateLimit.middleware", (it) => {
       expect(fields(denied)).toEqual({ status: 429, policy, limit: `"${ns}";r=0;t=100`, retryAfter: "100" })
       expect(denied.headers["content-type"]).toBe("application/problem+json")
       expect(denied.body).toBe(quotaExceeded(ns))
+      expect(problem(denied.body)).toMatchObject({ title: "Quota Exceeded", status: 429 })
 
       expect(yield* count(ns, "allowed")).toBe(3)
       expect(yield* count(ns, "denied")).toBe(1)
@@ -126,39 +198,43 @@ forEachBackend("RateLimit.middleware", (it) => {
       const tooLarge = yield* get(v4, { "x-cost": "4" })
       expect(fields(tooLarge)).toEqual({ status: 413, policy, limit: undefined, retryAfter: undefined })
       expect(tooLarge.headers["content-type"]).toBe("application/problem+json")
-      expect(tooLarge.body).toBe(JSON.stringify({
-        type: "https://iana.org/assignments/http-problem-types#quota-exceeded",
-        title: "Request Exceeds the Quota",
-        status: 413,
-        detail: "This request costs 4 and the policy allows at most 3 at once: split it.",
-        "violated-policies": [ns]
-      }))
+      expect(tooLarge.body).toBe(costAboveQuota(4, 3, [ns]))
+      expect(problem(tooLarge.body)).toMatchObject({ status: 413 })
       // A denial for lack of tokens is still a 429: the cost fits the capacity.
       expect(fields(yield* get(v4, { "x-cost": "3" }))).toMatchObject({ status: 429, retryAfter: "200" })
       expect(yield* count(ns, "unsplittable")).toBe(1)
       expect(yield* count(ns, "denied")).toBe(1)
     }))
 
-  it.scoped("a fixed window: r is what is left in the window, t the window; a denial waits for the window's end", () =>
+  it.scoped("a fixed window: r is what is left in the window, t the seconds left in it, as a denial's Retry-After", () =>
     Effect.gen(function*() {
       const ns = freshNamespace()
       const limiter = FixedWindow.make<string>(ns, 2, "100 seconds")
       const { v4 } = yield* serve(RateLimit.middleware({ limiter, onStoreFailure: "fail-closed" })(hello))
-      const policy = `"${ns}";q=2;w=100`
-
-      expect(fields(yield* get(v4))).toEqual({ status: 200, policy, limit: `"${ns}";r=1;t=100`, retryAfter: undefined })
-      expect(fields(yield* get(v4))).toEqual({ status: 200, policy, limit: `"${ns}";r=0;t=100`, retryAfter: undefined })
-      const denied = yield* get(v4)
-      const seconds = Number(denied.headers["retry-after"])
-      // Windows are aligned to server time, so the wait is whatever is left of this one.
-      expect(Number.isInteger(seconds) && seconds >= 1 && seconds <= 100).toBe(true)
-      expect(fields(denied)).toEqual({
+      const timed = Effect.gen(function*() {
+        const before = Date.now()
+        const reply = yield* get(v4)
+        return { reply, before, after: Date.now() }
+      })
+      const first = yield* timed
+      const second = yield* timed
+      const denied = yield* timed
+      // Windows are aligned to the store's clock (this machine's): t is what is left of this one.
+      for (const { after, before, reply } of [first, second]) {
+        expect(sfList(reply.headers["ratelimit-policy"])).toEqual([{ name: ns, params: { q: 2, w: 100 } }])
+        const [item] = sfList(reply.headers["ratelimit"])
+        expect(item).toMatchObject({ name: ns, params: { r: reply === first.reply ? 1 : 0 } })
+        expectWindowT(item!.params["t"], 100, before, after)
+      }
+      const seconds = Number(denied.reply.headers["retry-after"])
+      expectWindowT(seconds, 100, denied.before, denied.after)
+      expect(fields(denied.reply)).toEqual({
         status: 429,
-        policy,
+        policy: `"${ns}";q=2;w=100`,
         limit: `"${ns}";r=0;t=${seconds}`,
         retryAfter: String(seconds)
       })
-      expect(denied.body).toBe(quotaExceeded(ns))
+      expect(denied.reply.body).toBe(quotaExceeded(ns))
     }))
 
   it.scoped("stacked middlewares list both policies in each field", () =>
@@ -169,12 +245,18 @@ forEachBackend("RateLimit.middleware", (it) => {
         RateLimit.middleware({ limiter: burst, onStoreFailure: "fail-closed" })(hello)
       )
       const { v4 } = yield* serve(app)
-      expect(fields(yield* get(v4))).toEqual({
+      const before = Date.now()
+      const reply = yield* get(v4)
+      const after = Date.now()
+      expect(fields(reply)).toMatchObject({
         status: 200,
         policy: `"${burst.namespace}";q=5;w=50, "${hourly.namespace}";q=100;w=3600`,
-        limit: `"${burst.namespace}";r=4;t=10, "${hourly.namespace}";r=99;t=3600`,
         retryAfter: undefined
       })
+      const [bucket, window] = sfList(reply.headers["ratelimit"])
+      expect(bucket).toEqual({ name: burst.namespace, params: { r: 4, t: 10 } })
+      expect(window).toMatchObject({ name: hourly.namespace, params: { r: 99 } })
+      expectWindowT(window!.params["t"], 3600, before, after)
     }))
 
   it.scoped("a failing app's error response still carries the fields", () =>
@@ -203,6 +285,65 @@ forEachBackend("RateLimit.middleware", (it) => {
       expect(reply.status).toBe(500)
       expect(reply.body).toBe("cost must be a non-negative safe integer, got -1")
       expect(fields(yield* get(v4))).toMatchObject({ status: 200, limit: `"${ns}";r=2;t=100` })
+    }))
+
+  it.scoped("a client's key the store will not take (5000 bytes) is the client's 400 problem, as in the proxy", () =>
+    Effect.gen(function*() {
+      const ns = freshNamespace()
+      const limiter = TokenBucket.make<string>(ns, 3, Rate.make(1, "100 seconds"))
+      const { v4 } = yield* serve(
+        RateLimit.middleware({ limiter, key: RateLimit.header("x-api-key"), onStoreFailure: "fail-closed" })(hello)
+      )
+      const reply = yield* get(v4, { "x-api-key": "k".repeat(5000) })
+      expect([reply.status, reply.headers["content-type"]]).toEqual([400, "application/problem+json"])
+      // The key is the header's name, "=", then its value: 10 + 5000 bytes.
+      expect(problem(reply.body)).toEqual({
+        type: "about:blank",
+        title: "Bad Request",
+        status: 400,
+        detail: "a name must encode to at most 4096 bytes, got 5010 (a string)"
+      })
+      // Nothing was spent, and a key the store takes passes.
+      expect(fields(yield* get(v4, { "x-api-key": "k" }))).toMatchObject({ status: 200, limit: `"${ns}";r=2;t=100` })
+    }))
+
+  it.scoped("one problem type, one title (RFC 9457 §3.1.3): the 429s and the 413 each keep theirs", () =>
+    Effect.gen(function*() {
+      const bucket = TokenBucket.make<string>(freshNamespace("bucket"), 1, Rate.make(1, "100 seconds"))
+      const window = FixedWindow.make<string>(freshNamespace("window"), 1, "1 hour")
+      const served = yield* Effect.all(
+        [bucket, window, [bucket, window] as const].map((limiter) =>
+          serve(
+            RateLimit.middleware({ limiter, cost: costHeader, onStoreFailure: "fail-closed", rememberDenials: 10 })(
+              hello
+            )
+          )
+        )
+      )
+      const bodies: Array<Record<string, unknown>> = []
+      for (const { v4 } of served) {
+        yield* get(v4)
+        for (const cost of ["1", "1", "5"]) {
+          const reply = yield* get(v4, { "x-cost": cost })
+          expect(reply.headers["content-type"]).toBe("application/problem+json")
+          bodies.push(problem(reply.body))
+        }
+      }
+      const titles = new Map<unknown, Set<unknown>>()
+      for (const body of bodies) titles.set(body["type"], (titles.get(body["type"]) ?? new Set()).add(body["title"]))
+      expect(titles).toEqual(
+        new Map([
+          ["https://iana.org/assignments/http-problem-types#quota-exceeded", new Set(["Quota Exceeded"])],
+          ["tag:wakuwaku,2026:cost-above-quota", new Set(["Cost Above the Quota"])]
+        ])
+      )
+      // The draft registers quota-exceeded for the 429 (§10.2.1); the 413 is its own type.
+      expect(new Set(bodies.map((body) => `${body["status"]} ${body["type"]}`))).toEqual(
+        new Set([
+          "429 https://iana.org/assignments/http-problem-types#quota-exceeded",
+          "413 tag:wakuwaku,2026:cost-above-quota"
+        ])
+      )
     }))
 
   it.scoped("every decision is a span attribute of the request's span", () =>

@@ -9,6 +9,7 @@ import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import type * as HttpApp from "@effect/platform/HttpApp"
 import * as HttpMiddleware from "@effect/platform/HttpMiddleware"
 import * as HttpServer from "@effect/platform/HttpServer"
+import { expect } from "@effect/vitest"
 import { Context, Effect, Layer, Tracer } from "effect"
 import { createServer } from "node:http"
 
@@ -81,3 +82,19 @@ export const recordingTracer = Effect.map(Effect.tracer, (native) => {
   })
   return { tracer, spans }
 })
+
+/** A fixed window's seconds left at `nowMs` (rounded up, as the fields round), its windows aligned to 0. */
+export const secondsLeft = (windowSeconds: number, nowMs: number) =>
+  Math.ceil((windowSeconds * 1000 - (nowMs % (windowSeconds * 1000))) / 1000)
+
+/**
+ * Checks a fixed window's `t` (or `Retry-After`) for a request sent at `before` and answered at `after` (ms, this
+ * machine's clock, which the store's is): between the seconds left in the window then and now.
+ */
+export const expectWindowT = (t: unknown, windowSeconds: number, before: number, after: number) => {
+  // The store reads its clock in µs: up to a millisecond after `after`'s reading.
+  const [early, late] = [secondsLeft(windowSeconds, before), secondsLeft(windowSeconds, after + 1)]
+  // A window that ended in between: anything from `early` down to 1, or from w down to `late`.
+  const possible = typeof t === "number" && (late <= early ? t >= late && t <= early : t <= early || t >= late)
+  expect({ t, possible }).toEqual({ t, possible: true })
+}

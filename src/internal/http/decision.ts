@@ -118,7 +118,15 @@ export interface Limit<LR> {
 }
 
 export const PROBLEM_JSON = "application/problem+json"
-const QUOTA_EXCEEDED = "https://iana.org/assignments/http-problem-types#quota-exceeded"
+
+/**
+ * @internal The problem types of the verdicts (RFC 9457), each with its one title (§3.1.3): the draft's
+ * quota-exceeded, as it registers it for a 429 (§10.2.1), and our own for a cost above the quota (a 413).
+ */
+export const PROBLEMS = {
+  quotaExceeded: { type: "https://iana.org/assignments/http-problem-types#quota-exceeded", title: "Quota Exceeded" },
+  costAboveQuota: { type: "tag:wakuwaku,2026:cost-above-quota", title: "Cost Above the Quota" }
+} as const
 
 /** What happens to requests while the store is down, by policy: the end of the outage's first line. */
 const MEANWHILE: Record<"fail-open" | "fail-closed" | "fallback", string> = {
@@ -251,14 +259,15 @@ const answered = (context: Shared, names: string): Effect.Effect<void> =>
   })
 
 const deniedBody = (names: ReadonlyArray<string>) =>
-  JSON.stringify({ type: QUOTA_EXCEEDED, title: "Too Many Requests", status: 429, "violated-policies": names })
+  JSON.stringify({ ...PROBLEMS.quotaExceeded, status: 429, "violated-policies": names })
 
 const tooLarge = (units: number, quota: number, names: ReadonlyArray<string>) =>
   JSON.stringify({
-    type: QUOTA_EXCEEDED,
-    title: "Request Exceeds the Quota",
+    ...PROBLEMS.costAboveQuota,
     status: 413,
     detail: `This request costs ${units} and the policy allows at most ${quota} at once: split it.`,
+    cost: units,
+    quota,
     "violated-policies": names
   })
 
@@ -332,7 +341,7 @@ const limitOf = <LR>(units: ReadonlyArray<Unit>, context: Shared): Limit<LR> => 
       const decision = viaFallback ? "fallback-allowed" : "allowed"
       first.count(decision)
       return verdict(decision, true, 0, first.name, {
-        limit: `${first.quoted};r=${admission.remaining};t=${first.policy.effectiveWindow(admission.remaining)}`,
+        limit: `${first.quoted};r=${admission.remaining};t=${first.policy.effectiveWindow(admission)}`,
         remaining: admission.remaining
       })
     }
@@ -372,8 +381,9 @@ const limitOf = <LR>(units: ReadonlyArray<Unit>, context: Shared): Limit<LR> => 
       let bestT = -1
       let bestR = Infinity
       admissions.forEach((admission, i) => {
-        const r = (admission as Extract<TokenBucket.Admission, { _tag: "Allowed" }>).remaining
-        const t = units[i]!.policy.effectiveWindow(r)
+        const allowed = admission as fields.Allowed
+        const r = allowed.remaining
+        const t = units[i]!.policy.effectiveWindow(allowed)
         if (r < bestR || (r === bestR && t > bestT)) [best, bestR, bestT] = [i, r, t]
       })
       const decision = viaFallback ? "fallback-allowed" : "allowed"

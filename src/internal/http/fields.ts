@@ -28,9 +28,12 @@ export const ceilSeconds = (duration: Duration.Duration): number => {
 /** @internal A policy, and how long after an allowed request the client may spend no more than what is left. */
 export interface Described extends RateLimit.Policy {
   readonly kind: "TokenBucket" | "FixedWindow"
-  /** `t` of an allowed request that left `remaining`. */
-  readonly effectiveWindow: (remaining: number) => number
+  /** `t` of an allowed request, from its admission. */
+  readonly effectiveWindow: (allowed: Allowed) => number
 }
+
+/** @internal An allowed admission. */
+export type Allowed = Extract<TokenBucket.Admission, { readonly _tag: "Allowed" }>
 
 const isTokenBucket = (limiter: RateLimit.Limiter<unknown>): limiter is RateLimit.TokenBucketLimiter<unknown> =>
   TokenBucket.isTokenBucket(limiter)
@@ -39,13 +42,17 @@ const isFixedWindow = (limiter: RateLimit.Limiter<unknown>): limiter is RateLimi
   FixedWindow.isFixedWindow(limiter)
 
 /**
- * @internal The policy of a limiter.
+ * @internal The policy of a limiter. `t` of an allowed request is when the quota is whole again if the client
+ * spends nothing more, rounded up: within it the client "can use no more than the available quota" (the
+ * draft's §4.1.2) without being denied.
  * - A token bucket: q = capacity, w = the time to refill it from empty, in whole seconds rounded up
  *   (at least 1); a client that spends at most q in every w seconds is never denied. After an allowed
  *   request, t = the time until the bucket is full again: (capacity - remaining) tokens, rounded up.
  *   `remaining` is the floor of the fractional level, so t is never early.
  * - A fixed window: q = limit, w = the window in whole seconds rounded up (at least 1). After an
- *   allowed request t = w: the window ends within w, and the decision does not say exactly when.
+ *   allowed request t = the seconds left in the current window (the store's `resetAfter`, rounded up),
+ *   as the draft's own fixed-window example (its appendix B.2.1) reports it; a denial's `Retry-After` names
+ *   the same end.
  */
 export const describe = (limiter: RateLimit.Limiter<unknown>): Described => {
   const name = limiter.namespace
@@ -64,7 +71,7 @@ export const describe = (limiter: RateLimit.Limiter<unknown>): Described => {
       quota: capacity,
       window: Duration.seconds(window),
       field: `${sfString(name)};q=${capacity};w=${window}`,
-      effectiveWindow: (remaining) => secondsFor(capacity - remaining)
+      effectiveWindow: (allowed) => secondsFor(capacity - allowed.remaining)
     }
   }
   if (isFixedWindow(limiter)) {
@@ -75,7 +82,8 @@ export const describe = (limiter: RateLimit.Limiter<unknown>): Described => {
       quota: limiter.limit,
       window: Duration.seconds(window),
       field: `${sfString(name)};q=${limiter.limit};w=${window}`,
-      effectiveWindow: () => window
+      // An admission always says when its window ends; one made otherwise reads as the whole window.
+      effectiveWindow: (allowed) => allowed.resetAfter === undefined ? window : ceilSeconds(allowed.resetAfter)
     }
   }
   throw new TypeError(

@@ -133,6 +133,19 @@ const withFields = (
   return retryAfter === undefined ? limited : HttpServerResponse.setHeader(limited, "retry-after", String(retryAfter))
 }
 
+const isInvalidInput = (u: unknown): u is Redis.InvalidInput =>
+  typeof u === "object" && u !== null && (u as { readonly _tag?: unknown })._tag === "InvalidInput"
+
+/** A name (the request's key) the store will not take. */
+const isBadName = (u: unknown): u is Redis.InvalidInput => isInvalidInput(u) && u.argument === "name"
+
+/** The client's 400: a problem (RFC 9457) of the generic type, whose title is the status's (§4.2.1). */
+const badRequest = (error: Redis.InvalidInput) =>
+  HttpServerResponse.text(
+    JSON.stringify({ type: "about:blank", title: "Bad Request", status: 400, detail: error.message }),
+    { status: 400, contentType: decision.PROBLEM_JSON }
+  )
+
 /** @internal */
 export const middleware = (options: AnyOptions) => {
   const decide = decider(options)
@@ -155,7 +168,12 @@ export const middleware = (options: AnyOptions) => {
     return Effect.withFiberRuntime((fiber) => {
       const request = Context.unsafeGet(fiber.currentContext, HttpServerRequest.HttpServerRequest)
       const span = fiber.currentSpan
-      return Effect.flatMap(decide(request), (decided) => respond(span, decided))
+      return Effect.matchEffect(decide(request), {
+        onSuccess: (decided) => respond(span, decided),
+        // A key the store will not take (over 4096 bytes, from a header) is the client's error: a 400, as the
+        // proxy answers it (RFC 9110 §15.5.1; a 5xx is the server's fault). A bad cost stays a failure.
+        onFailure: (error) => isBadName(error) ? Effect.succeed(badRequest(error)) : Effect.fail(error)
+      })
     })
   }
 }
@@ -166,15 +184,6 @@ export const middleware = (options: AnyOptions) => {
  */
 export const dualMiddleware = (...args: [AnyOptions] | [HttpApp.Default<unknown, unknown>, AnyOptions]) =>
   Effect.isEffect(args[0]) ? middleware(args[1]!)(args[0]) : middleware(args[0] as AnyOptions)
-
-const isInvalidInput = (u: unknown): u is Redis.InvalidInput =>
-  typeof u === "object" && u !== null && (u as { readonly _tag?: unknown })._tag === "InvalidInput"
-
-const badRequest = (error: Redis.InvalidInput) =>
-  HttpServerResponse.text(
-    JSON.stringify({ type: "about:blank", title: "Bad Request", status: 400, detail: error.message }),
-    { status: 400, contentType: decision.PROBLEM_JSON }
-  )
 
 /**
  * @internal The `HttpApi` middleware of `tag`: allowed, the fields go on the response (a pre-response
