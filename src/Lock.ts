@@ -16,7 +16,9 @@
  *   server time in microseconds, or the last fence plus one if that is larger. This assumes the server
  *   clock does not step backwards by more than a lease.
  * - {@link withLock} releases on every exit, renews the lease every third of it, and interrupts its
- *   body with {@link LockLost} as soon as the lease is lost.
+ *   body with {@link LockLost} as soon as the lease is lost, and at the latest at the lease's end as the
+ *   client counts it (from when the grant or the last confirmed renewal was sent) if no renewal was
+ *   confirmed by then: before Redis can grant the name to anyone else.
  *
  * **Caveats.** A lease cannot by itself guarantee mutual exclusion: a holder paused longer than its
  * lease (a GC pause, a stopped VM) resumes believing it holds a lock that someone else now holds. Pass
@@ -163,8 +165,9 @@ export interface Options {
   /** How to acquire; default {@link wait}(). */
   readonly acquire?: Acquire | undefined
   /**
-   * How often the lease is renewed while held; default a third of the lease. One that is not a duration
-   * longer than zero throws a `RangeError` when the scoped form is applied.
+   * How often the lease is renewed while held; default a third of the lease. It must be longer than zero
+   * and shorter than half the lease, so that a renewal that fails can be tried again before the lease
+   * ends; any other value throws a `RangeError` naming both durations when the scoped form is applied.
    */
   readonly renewEvery?: Duration.DurationInput | undefined
 }
@@ -190,8 +193,10 @@ export class LockUnavailable
 
 /**
  * The lease was lost while held: a renewal found it had run out (`Expired`: the key was deleted, or
- * renewals came too late), or no renewal could be confirmed for a whole lease (`Unconfirmed`: Redis did
- * not answer). The protected effect has been interrupted.
+ * renewals came too late), or its end came with no renewal confirmed (`Unconfirmed`: Redis stalled,
+ * refused or answered too late; the end is counted from when the grant or the last confirmed renewal
+ * was sent). The protected effect has been interrupted, at that end at the latest; if the grant itself
+ * was answered after its end, the effect never started.
  *
  * @since 0.1.0
  * @category errors
@@ -212,8 +217,8 @@ export class LockLost extends Schema.TaggedError<LockLost>("wakuwaku/LockLost")(
  * Holds the lock while `effect` runs: acquires it as `options.acquire` says, renews the lease in the
  * background, and releases it on every exit (success, failure, interruption). If the lease is lost,
  * `effect` is interrupted and the whole fails with {@link LockLost}. Dual: `withLock(lock, name)(effect)`
- * or `withLock(effect, lock, name)`. Options are checked when it is applied (a `renewEvery` that is no
- * positive duration throws a `RangeError`).
+ * or `withLock(effect, lock, name)`. Options are checked when it is applied (a `renewEvery` that is not
+ * longer than zero and shorter than half the lease throws a `RangeError`).
  *
  * @since 0.1.0
  * @category scoped

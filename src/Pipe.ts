@@ -247,7 +247,7 @@ export class PipeAbandoned extends Schema.TaggedError<PipeAbandoned>("wakuwaku/P
 
 /**
  * No receiving: `Held`, another receiver holds the pipe (its lease runs until it stops, or one TTL
- * after it died); `Lost`, this receiver's own lease ran out (it could not be renewed for a whole TTL),
+ * after it died); `Lost`, this receiver's own lease ran out (its end came with no renewal confirmed),
  * so it stopped rather than split the messages with a receiver that may have taken over.
  *
  * @since 0.1.0

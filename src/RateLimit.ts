@@ -213,7 +213,8 @@ export type Cost<E = never, R = never> = (
 
 /**
  * A bounded local fallback: the same policy decided on an embedded memory store that holds at most
- * `maxEntries` names (past it, expired names are swept, then the oldest evicted, which start afresh).
+ * `maxEntries` names (past it, each new name removes the expired ones of the next 16 its sweep looks
+ * at, then evicts the least recently written, which start afresh; the same cost at any size).
  * Make it with {@link fallback}.
  *
  * @since 0.1.0

@@ -421,16 +421,18 @@ export interface MemoryStore {
 export interface MemoryOptions {
   /**
    * How often expired keys are removed from memory. An expired key is invisible at once either way;
-   * the sweep only bounds memory. Default 1 second, on Effect's `Clock`.
+   * the sweep only bounds memory. Default 1 second, on Effect's `Clock`. Each sweep looks at as many
+   * keys as the store holds, 1000 at a time, letting the event loop run between.
    */
   readonly sweepInterval?: Duration.DurationInput | undefined
   /** The store to use, to share one between layers (a read-write and a read-only one). Default: a new one. */
   readonly store?: MemoryStore | undefined
   /**
    * A hard cap on the keys a new store holds (ignored with `store`, which keeps its own). When a write
-   * would create a key past it, expired keys are swept, and then the oldest keys are evicted, as
-   * Redis's `maxmemory` with an eviction policy would: a limiter's evicted name starts afresh. Default:
-   * no cap.
+   * would create a key past it, the sweep looks at the next 16 keys of its round over the store
+   * (removing the expired ones), and then the least recently written keys are evicted until there is
+   * room, as Redis's `maxmemory` with an eviction policy would: a limiter's evicted name starts afresh.
+   * A new key at the cap costs a bounded amount of work, whatever the store's size. Default: no cap.
    */
   readonly maxKeys?: number | undefined
 }

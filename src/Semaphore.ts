@@ -25,7 +25,7 @@
  *   after the holders that were in when it was refused have released (docs/semaphore.md states the
  *   bound).
  * - {@link withPermits} releases on every exit, renews the lease every third of it, and interrupts its
- *   body with `LockLost` as soon as the lease is lost.
+ *   body with `LockLost` as soon as the lease is lost, at its end at the latest, as `Lock.withLock` does.
  *
  * **Caveats.** One waiter at a time holds the others back; several large waiters get in in no set
  * order. {@link Semaphore.tryAcquire} never waits and leaves no intent. Leases do not by themselves
@@ -147,7 +147,8 @@ type Failure = Lock.LockUnavailable | Redis.RedisError | Redis.InvalidInput
  * background, and releases on every exit. If the lease is lost, `effect` is interrupted and the whole
  * fails with `LockLost`. Waiting for n > 1, it holds newcomers back so that it is not starved. Dual:
  * `withPermits(sem, name, n)(effect)` or `withPermits(effect, sem, name, n)`. Options are checked when
- * it is applied (a `renewEvery` that is no positive duration throws a `RangeError`).
+ * it is applied (a `renewEvery` that is not longer than zero and shorter than half the lease throws a
+ * `RangeError`).
  *
  * @since 0.1.0
  * @category scoped

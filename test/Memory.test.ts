@@ -4,8 +4,9 @@
  * the layer sees the TestClock.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Chunk, Duration, Effect, Exit, Fiber, Option, Schema, Stream, TestClock } from "effect"
+import { Chunk, Duration, Effect, Exit, Fiber, Layer, Option, Schema, Stream, TestClock } from "effect"
 import { Lock, Pipe, Rate, Redis, Script, TokenBucket } from "wakuwaku"
+import type { Db } from "../src/internal/memory/keyspace.js"
 import { command, exists, get, keysMatching, pttl } from "./support/backends.js"
 
 const { Allowed, Denied } = TokenBucket.Admission
@@ -23,6 +24,27 @@ const sleepingUntil = (at: number, before = 0) =>
   Effect.gen(function*() {
     while ((yield* sleepsAt(at)) <= before) yield* Effect.yieldNow()
   })
+
+/**
+ * Runs `effect` while every Map iterator counts the entries it hands out (the keys a sweep or an eviction
+ * steps on, whatever Map and iterator the store uses), and returns that count.
+ */
+const mapSteps = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+  Effect.acquireUseRelease(
+    Effect.sync(() => {
+      const prototype = Object.getPrototypeOf(new Map().entries()) as { next: () => IteratorResult<unknown> }
+      const original = prototype.next
+      const counted = { steps: 0 }
+      prototype.next = function(this: unknown) {
+        const result = original.call(this)
+        if (result.done !== true) counted.steps++
+        return result
+      }
+      return { prototype, original, counted }
+    }),
+    ({ counted }) => Effect.as(effect, counted),
+    ({ original, prototype }) => Effect.sync(() => void (prototype.next = original))
+  ).pipe(Effect.map((counted) => counted.steps))
 
 describe("Memory backend", () => {
   it.effect("TestClock: a drained bucket of 20, 1 per 3 s, gets exactly one more token after 3 s", () =>
@@ -272,6 +294,99 @@ describe("Memory backend", () => {
       expect((yield* run(command("KEYS", "*"))) as Array<string>).toEqual(["c", "b", "d"])
       expect(store.size).toBe(3)
     }))
+
+  it.effect("maxKeys past the sweep's step of 16: expired keys it meets make room; else the least recently written go, in order", () =>
+    Effect.gen(function*() {
+      const store = Redis.makeMemoryStore({ maxKeys: 20 })
+      const run = <A, E>(effect: Effect.Effect<A, E, Redis.Redis>) =>
+        effect.pipe(Effect.provide(Redis.layerMemory({ store })))
+      // The keys held, least recently written first, expired ones included (KEYS would remove those it meets).
+      const held = () => [...(store as unknown as { db: Db }).db.entries.keys()]
+      const set = (name: string, px = 60_000) => run(command("SET", name, "1", "PX", px))
+      const names = range(0, 20).map((i) => `k${String(i).padStart(2, "0")}`)
+      const expiring = new Set(["k02", "k06", "k10", "k14", "k18"])
+      for (const name of names) yield* set(name, expiring.has(name) ? 100 : 60_000)
+      yield* TestClock.adjust("200 millis")
+      // Full, with 5 keys expired: the sweep's 16 steps meet at least one of them for each new key, and
+      // the next new key's go on where the last stopped, so nothing alive is evicted.
+      yield* set("n1")
+      yield* set("n2")
+      const alive = names.filter((name) => !expiring.has(name))
+      expect(held().filter((name) => !expiring.has(name))).toEqual([...alive, "n1", "n2"])
+      // By the second new key that finds the store full, the sweep has been all the way round: the 5 expired
+      // keys are gone. From then on each new key evicts the least recently written: 29 keys written, 5
+      // expired, so the 4 oldest alive went.
+      const news = range(1, 10).map((i) => `n${i}`)
+      for (const name of news.slice(2)) yield* set(name)
+      expect(alive.slice(0, 4)).toEqual(["k00", "k01", "k03", "k04"])
+      expect(held()).toEqual([...alive.slice(4), ...news])
+      // Writing a key again (k05) makes it the most recent: the next two new keys evict k07 and k08.
+      yield* set("k05")
+      yield* set("n10")
+      yield* set("n11")
+      expect(held()).toEqual([...alive.slice(7), ...news, "k05", "n10", "n11"])
+      expect(store.size).toBe(20)
+    }))
+
+  it.live(
+    "a full store of 100 000 live keys: each new name looks at 17 keys (16 swept, 1 evicted), not the whole store",
+    () =>
+      Effect.gen(function*() {
+        const KEYS = 100_000
+        const store = Redis.makeMemoryStore({ maxKeys: KEYS })
+        const db = (store as unknown as { db: Db }).db
+        const BUCKET = TokenBucket.make<string>("cap", 10, Rate.make(1, "1 hour"))
+        const keyOf = (name: string) => `@@wakuwaku:TokenBucket:cap:${name}`
+        const acquireAll = (names: ReadonlyArray<string>) =>
+          Effect.forEach(names, (name) => BUCKET.acquire(name, 1), { discard: true })
+        yield* Effect.gen(function*() {
+          yield* acquireAll(range(0, KEYS).map((i) => `old-${i}`))
+          expect(store.size).toBe(KEYS)
+          // On the live clock, milliseconds pass between them (the old full sweep ran once a millisecond).
+          const NEW = 1000
+          const steps = yield* mapSteps(acquireAll(range(0, NEW).map((i) => `new-${i}`)))
+          expect(store.size).toBe(KEYS)
+          // 16 swept and 1 evicted for each, and the first step of each of the store's Maps: not the store.
+          expect(steps).toBeLessThanOrEqual(NEW * 18)
+          // The least recently written went, in order: old-0 … old-999.
+          expect(db.entries.has(keyOf("old-999"))).toBe(false)
+          expect(db.entries.has(keyOf("old-1000"))).toBe(true)
+          expect(db.entries.has(keyOf("new-999"))).toBe(true)
+        }).pipe(Effect.provide(Redis.layerMemory({ store, sweepInterval: "1 hour" })))
+      }),
+    60_000
+  )
+
+  it.live(
+    "the periodic sweep removes 100 000 expired keys in steps of at most 1000, the event loop running between",
+    () =>
+      Effect.gen(function*() {
+        const KEYS = 100_000
+        const store = Redis.makeMemoryStore()
+        const seed = Redis.layerMemory({ store, sweepInterval: "1 hour" })
+        yield* Effect.forEach(range(0, KEYS), (i) => command("SET", `k${i}`, "1", "PX", 1), { discard: true }).pipe(
+          Effect.provide(seed)
+        )
+        yield* Effect.sleep("5 millis")
+        expect(store.size).toBe(KEYS)
+        // A fiber that looks at the store's size on each turn of the event loop (a timer), until it is empty.
+        const seen: Array<number> = []
+        const watcher = yield* Effect.fork(Effect.gen(function*() {
+          while (seen.at(-1) !== 0) {
+            seen.push(store.size)
+            yield* Effect.sleep(Duration.zero)
+          }
+        }))
+        yield* Effect.scoped(Effect.zipRight(
+          Layer.build(Redis.layerMemory({ store, sweepInterval: "10 millis" })),
+          Fiber.join(watcher)
+        ))
+        expect(seen[0]).toBe(KEYS)
+        const steps = seen.slice(1).map((size, i) => seen[i]! - size)
+        expect(Math.max(...steps)).toBeLessThanOrEqual(1000)
+      }),
+    60_000
+  )
 
   it("maxKeys must be a positive safe integer", () => {
     for (const maxKeys of [0, -1, 1.5, Number.NaN, Infinity]) {

@@ -1,33 +1,50 @@
 /**
- * @internal Keeping a lease alive: the one renewal loop of every leased thing (Lock and RwLock holders,
- * the Pipe receiver), which also owns the decision that the lease is lost.
+ * @internal Keeping a lease alive: the one renewal loop of every leased thing (Lock, RwLock and Semaphore
+ * holders, the Pipe receiver), which also owns the decision that the lease is lost.
  *
- * Every `every`, it renews. The lease is lost when a renewal says it was no longer ours (`Expired`), or
- * when no renewal could be confirmed for a whole `ttl` (`Unconfirmed`: Redis did not answer, or answered
- * too late to prove anything). Each renewal waits no longer than the time the lease has left, as the
- * client's clock counts it from the last confirmation; the client's clock only makes this conservative:
- * the lease itself is Redis's.
+ * The lease's end is counted on the client's clock, from when the request that took it, or the last
+ * renewal confirmed, was sent: the server started it no earlier, so the holder stops before the server
+ * can grant it to anyone else. The loop never sleeps past that end. A renewal is due `every` after the
+ * last confirmed one was sent (so a slow answer brings the next one forward), or `every` after one that
+ * failed; each waits no longer than the time left. The lease is lost when a renewal says it was no longer
+ * ours (`Expired`), or when its end comes with none confirmed (`Unconfirmed`: Redis did not answer, or
+ * refused, or answered too late to prove anything), at that end.
  */
 import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
-import { positive } from "./duration.js"
+import { positive, toMillis } from "./duration.js"
 
 /** @internal Why a lease was lost. */
 export type Lost = "Expired" | "Unconfirmed"
 
-/** @internal The default renewal period: a third of the lease, at least 1 ms. */
-export const defaultEvery = (ttl: Duration.Duration): Duration.Duration =>
-  Duration.millis(Math.max(1, Math.floor(Duration.toMillis(ttl) / 3)))
+/** @internal The default renewal period: a third of the lease (as Redis holds it: whole ms, at least 1). */
+export const defaultEvery = (ttl: Duration.Duration): Duration.Duration => Duration.millis(toMillis(ttl) / 3)
 
-/** @internal The renewal period: the option, checked (a `RangeError` names `what`), or a third of the lease. */
+/**
+ * @internal The renewal period: the option, checked, or a third of the lease. A `RangeError` names `what`
+ * unless it is a duration longer than zero and shorter than half the lease: a renewal that fails (sent
+ * `every` after the grant) can then be tried again (`every` later) before the lease ends.
+ */
 export const every = (
   ttl: Duration.Duration,
   option: Duration.DurationInput | undefined,
   what: string
-): Duration.Duration => option === undefined ? defaultEvery(ttl) : positive(option, what)
+): Duration.Duration => {
+  if (option === undefined) return defaultEvery(ttl)
+  const period = positive(option, what)
+  const lease = Duration.millis(toMillis(ttl))
+  if (Duration.toMillis(period) * 2 >= Duration.toMillis(lease)) {
+    throw new RangeError(
+      `wakuwaku: ${what} must be shorter than half the lease (${Duration.format(lease)}), so that a failed ` +
+        `renewal can be retried before the lease ends; got ${Duration.format(period)}`
+    )
+  }
+  return period
+}
 
 /** @internal */
 export interface Options<E, R> {
@@ -40,32 +57,48 @@ export interface Options<E, R> {
   readonly since: number
   /** Restarts the lease: true when renewed, false when it was no longer ours. */
   readonly renew: Effect.Effect<boolean, E, R>
-  /** Runs once, when the lease is lost; the loop then ends. */
+  /** Runs once, when the lease is lost while the loop runs; the loop then ends. */
   readonly onLost: (reason: Lost) => Effect.Effect<void>
 }
 
-/** @internal The renewal loop, forked in the scope (it stops when the scope closes). */
-export const keepAlive = <E, R>(options: Options<E, R>): Effect.Effect<void, never, R | Scope.Scope> => {
-  const ttl = Duration.toMillis(options.ttl)
-  const every = Duration.toMillis(options.every)
-  const loop = Effect.gen(function*() {
+/**
+ * @internal Keeps the lease alive: the renewal loop, forked in the scope (it stops when the scope closes).
+ * A grant answered after its lease would have ended is lost already, before anything runs under it: then
+ * no loop starts, `onLost` is not called, and the reason is returned for the caller to act on at once
+ * (else undefined).
+ */
+export const keepAlive = <E, R>(options: Options<E, R>): Effect.Effect<Lost | undefined, never, R | Scope.Scope> =>
+  Effect.flatMap(Clock.currentTimeMillis, (now) =>
+    now >= options.since + toMillis(options.ttl)
+      ? Effect.succeed("Unconfirmed" as const)
+      : Effect.as(Effect.forkScoped(renewals(options)), undefined))
+
+const renewals = <E, R>(options: Options<E, R>): Effect.Effect<void, never, R> =>
+  Effect.gen(function*() {
+    const ttl = toMillis(options.ttl)
+    const every = Duration.toMillis(options.every)
     let confirmed = options.since
+    let due = confirmed + every
     while (true) {
-      yield* Effect.sleep(options.every)
-      const sent = yield* Clock.currentTimeMillis
-      // An answer that comes after the lease would have ended proves nothing: wait no longer.
-      const left = confirmed + ttl - sent
-      const renewed = left <= 0
-        ? Option.none()
-        : yield* Effect.timeoutOption(Effect.either(options.renew), Duration.millis(left))
-      if (Option.isSome(renewed) && renewed.value._tag === "Right") {
+      const end = confirmed + ttl
+      const now = yield* Clock.currentTimeMillis
+      if (now >= end) return yield* options.onLost("Unconfirmed")
+      // Never asleep past the end. A renewal due only then could confirm nothing: the lease ends instead.
+      if (now < due || due >= end) {
+        yield* Effect.sleep(Duration.millis(Math.min(due, end) - now))
+        continue
+      }
+      // An answer that comes after the end would prove nothing in time: wait no longer.
+      const renewed = yield* Effect.timeoutOption(Effect.either(options.renew), Duration.millis(end - now))
+      if (Option.isNone(renewed)) {
+        due = end
+      } else if (Either.isRight(renewed.value)) {
         if (!renewed.value.right) return yield* options.onLost("Expired")
-        confirmed = sent
-      } else if (Option.isNone(renewed) || (yield* Clock.currentTimeMillis) + every >= confirmed + ttl) {
-        // No answer in time, or a failure with no time for another try: the lease may run out unseen.
-        return yield* options.onLost("Unconfirmed")
+        confirmed = now
+        due = now + every
+      } else {
+        // Refused or failed: try again a period later (if that is before the end).
+        due = (yield* Clock.currentTimeMillis) + every
       }
     }
   })
-  return Effect.asVoid(Effect.forkScoped(loop))
-}

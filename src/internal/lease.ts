@@ -6,6 +6,7 @@ import * as Clock from "effect/Clock"
 import * as Deferred from "effect/Deferred"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import * as Inspectable from "effect/Inspectable"
 import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
@@ -89,7 +90,10 @@ export interface Granted<T> {
   readonly sent: number
 }
 
-/** @internal A lease held in a scope, and an Effect that fails with LockLost once the lease is lost. */
+/**
+ * @internal A lease held in a scope, and an Effect that fails with LockLost once the lease is lost: an `Exit`
+ * when it was lost before it was handed over (its grant came after it would have ended).
+ */
 export interface Held<T> {
   readonly token: T
   readonly lost: Effect.Effect<never, Lock.LockLost>
@@ -108,21 +112,24 @@ export const hold = <T extends Lease<R>, R>(
   Effect.gen(function*() {
     const { token } = granted
     const lost = yield* Deferred.make<never, Lock.LockLost>()
-    yield* keepAlive({
+    const early = yield* keepAlive({
       ttl,
       every: renewEvery,
       since: granted.sent,
       renew: token.extend,
       onLost: (reason) => Deferred.fail(lost, lostError(reason))
     })
-    return { token, lost: Deferred.await(lost) }
+    return { token, lost: early === undefined ? Deferred.await(lost) : Exit.fail(lostError(early)) }
   })
 
-/** @internal Runs `effect` while the lease is held; a lost lease interrupts it and fails with LockLost. */
-export const using = <T, A, E, R>(
-  held: Held<T>,
+/**
+ * @internal Runs `effect` while the lease is held; a lost lease interrupts it and fails with LockLost. One
+ * lost before it was handed over fails at once: `effect` does not start.
+ */
+export const using = <A, E, R>(
+  held: { readonly lost: Effect.Effect<never, Lock.LockLost> },
   effect: Effect.Effect<A, E, R>
-): Effect.Effect<A, E | Lock.LockLost, R> => Effect.raceFirst(effect, held.lost)
+): Effect.Effect<A, E | Lock.LockLost, R> => Exit.isExit(held.lost) ? held.lost : Effect.raceFirst(effect, held.lost)
 
 /** @internal A token: its secret lives only in the closures of `release` and `extend`. */
 export class Token<R> implements Lease<R>, Inspectable.Inspectable {

@@ -209,6 +209,27 @@ const scriptCause = (script: Script.Script<unknown>, cause: unknown) =>
     } script: ${script.sha1}, on @user_script (memory twin of ${script.name})`
   )
 
+/** How many keys one step of the periodic sweep looks at. */
+const SWEEP_CHUNK = 1000
+
+/**
+ * One periodic sweep: looks at as many keys as the store holds, where the sweep's round left off, in
+ * steps of {@link SWEEP_CHUNK} keys, each at the time of the Clock. Between steps it sleeps for zero on
+ * the Clock: on the live clock a timer, so the event loop (I/O, other calls) runs between steps, which a
+ * fiber's `yieldNow` (a microtask) would not let it do.
+ */
+const sweepRound = (store: StoreImpl) =>
+  Effect.gen(function*() {
+    let left = store.db.entries.size
+    while (left > 0) {
+      const step = Math.min(left, SWEEP_CHUNK)
+      const seen = yield* atNow(store, "sweep", "Server", () => store.db.sweep(step))
+      left -= seen
+      if (seen < step || left === 0) return
+      yield* Effect.sleep(Duration.zero)
+    }
+  })
+
 /** @internal */
 export const layer = <Access extends "ReadWrite" | "ReadOnly">(
   options: Redis.MemoryOptions | undefined,
@@ -229,9 +250,7 @@ export const layer = <Access extends "ReadWrite" | "ReadOnly">(
         return yield* Effect.dieMessage("wakuwaku: Redis.layerMemory store must be made by Redis.makeMemoryStore")
       }
       // The sweep frees the memory of expired keys; reads never see them anyway.
-      yield* Effect.forkScoped(
-        Effect.forever(Effect.zipRight(Effect.sleep(every), atNow(store, "sweep", "Server", () => store.db.sweep())))
-      )
+      yield* Effect.forkScoped(Effect.forever(Effect.zipRight(Effect.sleep(every), sweepRound(store))))
       return make(store)
     })
   )

@@ -10,7 +10,7 @@ import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import * as Pipe from "../Pipe.js"
 import * as Redis from "../Redis.js"
-import { bounded, toMillis } from "./duration.js"
+import { bounded, positive, toMillis } from "./duration.js"
 import * as keepAlive from "./keepAlive.js"
 import * as key from "./key.js"
 import { type Keys, receiver } from "./pipe/receiver.js"
@@ -181,7 +181,8 @@ export const heartbeat = <Name extends Redis.KeyName, A>(
 ): Effect.Effect<never, Redis.RedisError | Redis.InvalidInput, Pipe.Requirements> => {
   const label = `Pipe(${pipe.namespace})`
   const ttlMillis = toMillis(pipe.ttl)
-  const period = keepAlive.every(pipe.ttl, every, `${label} heartbeat period`)
+  // Not a lease: a beat that fails ends the heartbeat, so no retry needs room (unlike renewEvery).
+  const period = every === undefined ? keepAlive.defaultEvery(pipe.ttl) : positive(every, `${label} heartbeat period`)
   const encoded = key.encodeNameOf(label, "heartbeat", name)
   if (Either.isLeft(encoded)) return Effect.fail(encoded.left)
   const keys = [

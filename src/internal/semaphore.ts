@@ -430,4 +430,4 @@ export const withPermits = <Name extends Redis.KeyName, A, E, R>(
   n: number,
   options: Lock.Options | undefined,
   effect: Effect.Effect<A, E, R>
-) => Effect.scoped(Effect.flatMap(scoped(sem, name, n, options), ({ lost }) => Effect.raceFirst(effect, lost)))
+) => Effect.scoped(Effect.flatMap(scoped(sem, name, n, options), (held) => lease.using(held, effect)))

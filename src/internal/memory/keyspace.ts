@@ -4,16 +4,15 @@
  * call. A script's twin calls it as the Lua calls `redis.call`, line for line (`Script.Keyspace`).
  */
 import * as Script from "../../Script.js"
+import { Keys, type Written } from "./keys.js"
 
 const WRONGTYPE = "WRONGTYPE Operation against a key holding the wrong kind of value"
 const NOT_INTEGER = "ERR value is not an integer or out of range"
 
 type Data = string | Array<string> | Map<string, number>
 
-interface Entry {
+interface Entry extends Written {
   data: Data
-  /** When the key expires, in ms; alive while `now <= expireAt`, as Redis has it. */
-  expireAt: number | undefined
 }
 
 /** @internal An integer argument, as Redis parses it. */
@@ -25,15 +24,22 @@ export const integer = (s: string | number): number => {
 
 const index = (i: number, length: number) => (i < 0 ? length + i : i)
 
+/** @internal How many keys a new key at the cap lets the sweep look at before the oldest is evicted. */
+export const SWEEP_AT_CAP = 16
+
 /**
  * @internal The keyspace, at the time of the current call (`now`, in µs, and `nowMs`). Methods are
- * Redis commands; a missing or expired key reads as absent.
+ * Redis commands; a missing or expired key reads as absent. A key is written (created, or SET) in
+ * `entries`, which knows the order of writes (memory/keys.ts); other changes leave its place.
  */
 export class Db implements Script.Keyspace {
-  readonly entries = new Map<string, Entry>()
-  /** At most this many keys: past it, expired keys are swept, then the oldest evicted. */
+  readonly entries = new Keys<Entry>()
+  /**
+   * At most this many keys. A new key at the cap lets the sweep look at the next {@link SWEEP_AT_CAP}
+   * keys of its round (removing the expired ones), then evicts the least recently written keys until
+   * there is room: the same cost whatever the store's size.
+   */
   maxKeys = Infinity
-  private cappedAt = Number.NaN
   /** Lists that a blocked BLMOVE waits on, and who to wake when they get elements. */
   readonly waiters = new Map<string, Set<() => void>>()
   now = 0
@@ -75,17 +81,10 @@ export class Db implements Script.Keyspace {
   private create(key: string, data: Data, expireAt: number | undefined) {
     this.entries.delete(key)
     if (this.entries.size >= this.maxKeys) {
-      // A full sweep at most once a millisecond: a flood of new keys pays for it once.
-      if (this.cappedAt !== this.nowMs) {
-        this.cappedAt = this.nowMs
-        this.sweep()
-      }
-      for (const oldest of this.entries.keys()) {
-        if (this.entries.size < this.maxKeys) break
-        this.entries.delete(oldest)
-      }
+      this.sweep(SWEEP_AT_CAP)
+      while (this.entries.size >= this.maxKeys) this.entries.evictOldest()
     }
-    this.entries.set(key, { data, expireAt })
+    this.entries.set(key, { data, expireAt, seq: 0 })
   }
   /** Removes an emptied list or sorted set, as Redis does. */
   private tidy(key: string, data: Array<string> | Map<string, number>) {
@@ -98,16 +97,12 @@ export class Db implements Script.Keyspace {
     for (const wake of waiting) wake()
   }
 
-  /** Removes every expired key; returns how many. */
-  sweep(): number {
-    let removed = 0
-    for (const [key, entry] of this.entries) {
-      if (entry.expireAt !== undefined && this.nowMs > entry.expireAt) {
-        this.entries.delete(key)
-        removed++
-      }
-    }
-    return removed
+  /**
+   * Looks at the next `budget` keys of the sweep's round over the store and removes the expired ones;
+   * returns how many it looked at: fewer than `budget` when it went all the way round.
+   */
+  sweep(budget: number): number {
+    return this.entries.sweep(budget, this.nowMs)
   }
 
   // Keys
@@ -286,7 +281,7 @@ export class Db implements Script.Keyspace {
   /** The keys matching a glob pattern (`*`, `?`, `[…]`, `\`). */
   keys(pattern: string): Array<string> {
     const re = globToRegExp(pattern)
-    return [...this.entries.keys()].filter((key) => this.live(key) !== undefined && re.test(key))
+    return this.entries.keys().filter((key) => this.live(key) !== undefined && re.test(key))
   }
 }
 

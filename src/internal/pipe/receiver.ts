@@ -16,6 +16,7 @@
 import * as Channel from "effect/Channel"
 import * as Chunk from "effect/Chunk"
 import * as Clock from "effect/Clock"
+import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
@@ -100,22 +101,28 @@ export const receiver = <A>(
     if (opened === 0) return yield* Effect.fail(busy("Held"))
     if (opened === 2) return Stream.empty
 
-    // Renewal: the lease is lost when a renewal finds another token, or none could be confirmed for a
-    // whole TTL (each renewal waits no longer than the time left). Then the blocked BLMOVE is cut off,
-    // here and on the server, and the pull fails with PipeBusy (Lost).
-    yield* keepAlive({
+    // Renewal: the lease is lost when a renewal finds another token, or its end comes with none confirmed
+    // (keepAlive.ts; an OPEN answered after its lease would have ended is lost at once). Then the blocked
+    // BLMOVE is cut off, here and on the server, and the pull fails with PipeBusy (Lost).
+    // Completed when the lease is lost: a pull waiting for FETCH's reply stops waiting then.
+    const lostNow = yield* Deferred.make<void>()
+    const early = yield* keepAlive({
       ttl: pipe.ttl,
       every: defaultEvery(pipe.ttl),
       since: opening,
       renew: runOn(redis, RENEW, [receiver, inflight], [token, ttl, inflightTtl]),
       onLost: () => {
         state.lost = true
-        return Effect.zipRight(dedicated.close, kill)
+        return Effect.zipRight(Deferred.succeed(lostNow, undefined), Effect.zipRight(dedicated.close, kill))
       }
     })
+    // Lost before the first pull: nothing is blocked yet, and the release cuts the connection off anyway.
+    if (early !== undefined) state.lost = true
 
-    const fetch = Effect.suspend(() =>
-      runOn(redis, FETCH, [receiver, inflight, messages], [token, String(state.done), batch])
+    // What it moved, if it ran, stays in inflight, which the release puts back.
+    const fetch = Effect.raceFirst(
+      Effect.suspend(() => runOn(redis, FETCH, [receiver, inflight, messages], [token, String(state.done), batch])),
+      Effect.zipRight(Deferred.await(lostNow), Effect.fail(busy("Lost")))
     )
     // A lost lease ends the wait at once, whatever the server does with the BLMOVE: the renewal marks it
     // lost and then closes the connection, which fails the command here.
@@ -147,7 +154,7 @@ export const receiver = <A>(
       return undefined
     }
 
-    const failRedis = (error: Redis.RedisError) => Effect.fail(state.lost ? busy("Lost") : error)
+    const failRedis = (error: Redis.RedisError | Pipe.PipeBusy) => Effect.fail(state.lost ? busy("Lost") : error)
 
     // Waits for Redis only inside `restore`; every change of `state` happens outside it, uninterruptibly,
     // so it always matches what Redis holds.
@@ -156,6 +163,8 @@ export const receiver = <A>(
         state.handed = false
         state.done++
       }
+      // Once the lease is lost, nothing more is handed over, not even what was already fetched.
+      if (state.lost) return Effect.fail(busy("Lost"))
       const take = (): Effect.Effect<A | typeof END, Pipe.ReceiveError> => next() ?? fetching()
       const fetching = () =>
         Effect.matchEffect(restore(fetch), {
