@@ -560,7 +560,7 @@ describe("the banner of `wakuwaku proxy`: how to try it, from the configuration"
       "",
       "Try it: a burst of 25 requests from one address; past the limit the proxy answers 429.",
       "  for i in $(seq 25); do curl -s -o /dev/null -w '%{http_code}\\n' localhost:8080/; done",
-      "  curl -i localhost:8080/hello    (forwarded to http://127.0.0.1:33059/hello)",
+      "  curl -i localhost:8080/hello    # forwarded to http://127.0.0.1:33059/hello",
       ...TAIL
     ])
   })
@@ -579,18 +579,18 @@ describe("the banner of `wakuwaku proxy`: how to try it, from the configuration"
       "",
       "Try it: a burst of 10 requests from one address; past the limit the proxy answers 429.",
       "  for i in $(seq 10); do curl -s -o /dev/null -w '%{http_code}\\n' 127.0.0.1:9000/; done",
-      "  curl -i 127.0.0.1:9000/    (forwarded to http://10.0.0.7:3000/api/)",
+      "  curl -i 127.0.0.1:9000/    # forwarded to http://10.0.0.7:3000/api/",
       ...TAIL
     ])
   })
 
-  it("a bucket of 100 on an IPv6 address: a burst of 105, the address in brackets", () => {
+  it("a bucket of 100 on an IPv6 address: a burst of 105, the address in brackets, quoted for the shell", () => {
     const config = configOf(["--upstream", "https://api.example.com", "--host", "::1", "--capacity", "100"])
     const text = banner(config, { port: 41000, upstream: "https://api.example.com", store: "embedded" })
     expect(text.split("\n").slice(5, 8)).toEqual([
       "Try it: a burst of 105 requests from one address; past the limit the proxy answers 429.",
-      "  for i in $(seq 105); do curl -s -o /dev/null -w '%{http_code}\\n' [::1]:41000/; done",
-      "  curl -i [::1]:41000/    (forwarded to https://api.example.com/)"
+      "  for i in $(seq 105); do curl -s -o /dev/null -w '%{http_code}\\n' '[::1]:41000/'; done",
+      "  curl -i '[::1]:41000/'    # forwarded to https://api.example.com/"
     ])
   })
 })

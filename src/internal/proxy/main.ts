@@ -152,6 +152,8 @@ export const banner = (
   // The demo upstream answers any path; /hello shows it in its reply. Another upstream gets its root.
   const path = demo ? "/hello" : "/"
   const target = parseUpstream(running.upstream)
+  // Quoted when it holds brackets (an IPv6 address), which a shell would read as a glob.
+  const url = (p: string) => base.startsWith("[") ? `'${base}${p}'` : `${base}${p}`
   return [
     `wakuwaku proxy listening on http://${base}${wildcard ? " (every interface)" : ""}`,
     `  upstream: ${mask(running.upstream)}${demo ? " (the built-in demo upstream)" : ""}, timeout ${
@@ -161,8 +163,8 @@ export const banner = (
     `  store:    ${running.store}`,
     "",
     `Try it: a burst of ${burst} requests from one address; past the limit the proxy answers 429.`,
-    `  for i in $(seq ${burst}); do curl -s -o /dev/null -w '%{http_code}\\n' ${base}/; done`,
-    `  curl -i ${base}${path}    (forwarded to ${target.origin}${upstreamPath(target, path)})`,
+    `  for i in $(seq ${burst}); do curl -s -o /dev/null -w '%{http_code}\\n' ${url("/")}; done`,
+    `  curl -i ${url(path)}    # forwarded to ${target.origin}${upstreamPath(target, path)}`,
     "Responses the proxy makes itself (429, 502, 504) carry Proxy-Status: wakuwaku; error=…",
     "Stop with Ctrl-C (SIGINT) or SIGTERM.",
     ""
