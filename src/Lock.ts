@@ -31,10 +31,10 @@
  *
  * export const JOBS = Lock.make<string>("job", "30 seconds")
  *
- * export const runOnce = (job: string) =>
- *   Lock.withLock(JOBS, job)(Effect.log(`running ${job}`)).pipe(
- *     Effect.provide(Redis.layer({ url: "redis://127.0.0.1:6379" }))
- *   )
+ * export const runOnce = (job: string) => Lock.withLock(JOBS, job)(Effect.log(`running ${job}`))
+ *
+ * // The layer once, at the program's edge, not per call: each provide builds a client.
+ * export const main = runOnce("nightly").pipe(Effect.provide(Redis.layer({ url: "redis://127.0.0.1:6379" })))
  * ```
  *
  * @since 0.1.0

@@ -28,10 +28,10 @@
  *
  * export const DOCS = RwLock.make<string>("doc", "10 seconds")
  *
- * export const edit = (doc: string) =>
- *   RwLock.withWrite(DOCS, doc)(Effect.log(`editing ${doc}`)).pipe(
- *     Effect.provide(Redis.layer({ url: "redis://127.0.0.1:6379" }))
- *   )
+ * export const edit = (doc: string) => RwLock.withWrite(DOCS, doc)(Effect.log(`editing ${doc}`))
+ *
+ * // The layer once, at the program's edge, not per call: each provide builds a client.
+ * export const main = edit("readme").pipe(Effect.provide(Redis.layer({ url: "redis://127.0.0.1:6379" })))
  * ```
  *
  * @since 0.1.0

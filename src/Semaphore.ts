@@ -41,9 +41,12 @@
  * export const EXPORTS = Semaphore.make<string>("export", 5, "1 minute")
  *
  * export const runExport = (tenant: string) =>
- *   Semaphore.withPermits(EXPORTS, tenant, 1)(Effect.log(`exporting for ${tenant}`)).pipe(
- *     Effect.provide(Redis.layer({ url: "redis://127.0.0.1:6379" }))
- *   )
+ *   Semaphore.withPermits(EXPORTS, tenant, 1)(Effect.log(`exporting for ${tenant}`))
+ *
+ * // The layer once, at the program's edge, not per call: each provide builds a client.
+ * export const main = Effect.all([runExport("tenant-42"), runExport("tenant-7")], { concurrency: 2 }).pipe(
+ *   Effect.provide(Redis.layer({ url: "redis://127.0.0.1:6379" }))
+ * )
  * ```
  *
  * @since 0.1.0

@@ -14,6 +14,8 @@ import { afterEach, describe, expect, it } from "vitest"
 import { Rate, Redis, TokenBucket } from "wakuwaku"
 import { RateLimit } from "wakuwaku/http"
 import * as Proxy from "wakuwaku/Proxy"
+import { parse } from "../src/internal/proxy/cli.js"
+import { banner } from "../src/internal/proxy/main.js"
 import {
   closedPort,
   counter,
@@ -528,6 +530,67 @@ describe("rate limiting", () => {
     expect(up.seen.map((s) => header(s, "x-forwarded-for")[0])).toEqual([
       "203.0.113.1, 127.0.0.1",
       "203.0.113.2, 127.0.0.1"
+    ])
+  })
+})
+
+describe("the banner of `wakuwaku proxy`: how to try it, from the configuration", () => {
+  const configOf = (argv: ReadonlyArray<string>) => {
+    const command = parse(["proxy", ...argv], {})
+    if (command._tag !== "Proxy") throw new Error(JSON.stringify(command))
+    return command.config
+  }
+  const TAIL = [
+    "Responses the proxy makes itself (429, 502, 504) carry Proxy-Status: wakuwaku; error=…",
+    "Stop with Ctrl-C (SIGINT) or SIGTERM.",
+    ""
+  ]
+
+  it("--demo (npm start): a burst of 20 + 5, and /hello forwarded to the demo upstream", () => {
+    const text = banner(configOf(["--demo"]), {
+      port: 8080,
+      upstream: "http://127.0.0.1:33059",
+      store: "embedded (this process only; --redis URL or REDIS_URL to share limits)"
+    })
+    expect(text.split("\n")).toEqual([
+      "wakuwaku proxy listening on http://localhost:8080 (every interface)",
+      "  upstream: http://127.0.0.1:33059 (the built-in demo upstream), timeout 30s",
+      "  limit:    token bucket \"proxy\": burst 20, 1 per 3s, per client IP",
+      "  store:    embedded (this process only; --redis URL or REDIS_URL to share limits)",
+      "",
+      "Try it: a burst of 25 requests from one address; past the limit the proxy answers 429.",
+      "  for i in $(seq 25); do curl -s -o /dev/null -w '%{http_code}\\n' localhost:8080/; done",
+      "  curl -i localhost:8080/hello    # forwarded to http://127.0.0.1:33059/hello",
+      ...TAIL
+    ])
+  })
+
+  it("a fixed window of 5 in front of an upstream with a base path: a burst of 10, / forwarded under the path", () => {
+    const config = configOf([
+      ...["--upstream", "http://10.0.0.7:3000/api/", "--host", "127.0.0.1", "--port", "9000"],
+      ...["--algorithm", "fixed-window", "--limit", "5", "--window", "10s", "--timeout", "5s"]
+    ])
+    const text = banner(config, { port: 9000, upstream: "http://10.0.0.7:3000/api/", store: "embedded" })
+    expect(text.split("\n")).toEqual([
+      "wakuwaku proxy listening on http://127.0.0.1:9000",
+      "  upstream: http://10.0.0.7:3000/api/, timeout 5s",
+      "  limit:    fixed window \"proxy\": 5 per 10s, per client IP",
+      "  store:    embedded",
+      "",
+      "Try it: a burst of 10 requests from one address; past the limit the proxy answers 429.",
+      "  for i in $(seq 10); do curl -s -o /dev/null -w '%{http_code}\\n' 127.0.0.1:9000/; done",
+      "  curl -i 127.0.0.1:9000/    # forwarded to http://10.0.0.7:3000/api/",
+      ...TAIL
+    ])
+  })
+
+  it("a bucket of 100 on an IPv6 address: a burst of 105, the address in brackets, quoted for the shell", () => {
+    const config = configOf(["--upstream", "https://api.example.com", "--host", "::1", "--capacity", "100"])
+    const text = banner(config, { port: 41000, upstream: "https://api.example.com", store: "embedded" })
+    expect(text.split("\n").slice(5, 8)).toEqual([
+      "Try it: a burst of 105 requests from one address; past the limit the proxy answers 429.",
+      "  for i in $(seq 105); do curl -s -o /dev/null -w '%{http_code}\\n' '[::1]:41000/'; done",
+      "  curl -i '[::1]:41000/'    # forwarded to https://api.example.com/"
     ])
   })
 })

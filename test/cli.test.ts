@@ -3,12 +3,14 @@
  * parser is tested in this process; the command itself runs as a child process (node with tsx, from
  * the sources), as `npm start` runs it.
  */
-import { Duration, Effect, Exit, Scope } from "effect"
+import { Duration, Effect, Exit, Layer, Scope } from "effect"
 import { spawn } from "node:child_process"
 import * as Net from "node:net"
 import { afterEach, describe, expect, it } from "vitest"
+import { Redis } from "wakuwaku"
 import { RedisServer } from "wakuwaku/testing"
 import { type Config, envNames, flagNames, parse } from "../src/internal/proxy/cli.js"
+import { build, startFailure } from "../src/internal/proxy/main.js"
 import {
   cleanEnv,
   closedPort,
@@ -145,6 +147,41 @@ describe("bad flags: one line on stderr, nothing on stdout, exit code 2", () => 
   )("%j %j", async (argv, env, message) => {
     const { code, stderr, stdout } = await runCli(argv, cleanEnv(env))
     expect({ code, stdout, stderr }).toEqual({ code: 2, stdout: "", stderr: `${message}\n` })
+  })
+})
+
+describe("a mistyped flag or command: the nearest one is suggested, when one is near", () => {
+  it.each([
+    [
+      ["proxy", "--upsteam", "http://127.0.0.1:3000"],
+      "wakuwaku proxy: unknown flag --upsteam (did you mean --upstream?)"
+    ],
+    [["proxy", "--demo", "--prot", "8080"], "wakuwaku proxy: unknown flag --prot (did you mean --port?)"],
+    [["proxy", "--demo", "--capasity=5"], "wakuwaku proxy: unknown flag --capasity (did you mean --capacity?)"],
+    [["proxy", "--demo", "--Port", "8080"], "wakuwaku proxy: unknown flag --Port (did you mean --port?)"],
+    [
+      ["proxy", "--demo", "--remember-denial", "5"],
+      "wakuwaku proxy: unknown flag --remember-denial (did you mean --remember-denials?)"
+    ],
+    [["proxy", "--dmeo"], "wakuwaku proxy: unknown flag --dmeo (did you mean --demo?)"],
+    // One dash: parseArgs sees -p; the flag as typed is named, with its two-dash form.
+    [["proxy", "--demo", "-port", "8080"], "wakuwaku proxy: unknown flag -port (did you mean --port?)"],
+    [["proxy", "--demo", "-x"], "wakuwaku proxy: unknown flag -x"],
+    [["proxy", "--bogus"], "wakuwaku proxy: unknown flag --bogus"],
+    [["proxy", "--demo", "--ttl", "5"], "wakuwaku proxy: unknown flag --ttl"],
+    [["prxy", "--demo"], "wakuwaku: unknown command \"prxy\" (did you mean proxy?)"],
+    [["Proxy"], "wakuwaku: unknown command \"Proxy\" (did you mean proxy?)"],
+    [["hlep"], "wakuwaku: unknown command \"hlep\" (did you mean help?)"],
+    // A proxy flag where the command goes: the command was left out.
+    [["--demo"], "wakuwaku: unknown command \"--demo\" (did you mean wakuwaku proxy --demo?)"],
+    [
+      ["--upstream", "http://127.0.0.1:3000"],
+      "wakuwaku: unknown command \"--upstream\" (did you mean wakuwaku proxy --upstream?)"
+    ],
+    [["serve"], "wakuwaku: unknown command \"serve\""]
+  ])("%j", (argv, message) => {
+    const help = argv[0] === "proxy" ? "wakuwaku proxy --help" : "wakuwaku --help"
+    expect(parse(argv, {})).toEqual({ _tag: "Invalid", message: `${message} (see ${help})`, code: 2 })
   })
 })
 
@@ -413,14 +450,83 @@ describe("running", () => {
     expect(exit.stdout).toContain("store:    embedded")
   })
 
-  it("a port in use: one line on stderr, exit code 1", async () => {
+  it(
+    "Ctrl-C on `npm start` (SIGINT to its process group, as a terminal sends it): the proxy stops; npm says 130",
+    async () => {
+      // Its own process group, as a terminal's foreground job: npm, its shell, tsx and the proxy.
+      const child = spawn("npm", ["start"], {
+        cwd: ROOT,
+        env: cleanEnv({ WAKUWAKU_HOST: "127.0.0.1", WAKUWAKU_PORT: "0" }),
+        stdio: ["ignore", "pipe", "pipe"],
+        detached: true
+      })
+      const exited = outcome(child)
+      cleanups.push(async () => {
+        try {
+          process.kill(-child.pid!, "SIGKILL")
+        } catch {
+          // Already gone.
+        }
+      })
+      const port = await new Promise<number>((resolve, reject) => {
+        let seen = ""
+        child.stdout?.on("data", (chunk: Buffer) => {
+          seen += chunk.toString()
+          const match = /listening on http:\/\/127\.0\.0\.1:(\d+)/.exec(seen)
+          if (match?.[1] !== undefined) resolve(Number(match[1]))
+        })
+        void exited.then((o) => reject(new Error(`npm start exited (${o.code}) before listening: ${o.stderr}`)))
+      })
+      expect((await request(port, { path: "/hello" })).status).toBe(200)
+      process.kill(-child.pid!, "SIGINT")
+      const exit = await exited
+      // npm ends on the signal itself, which a shell reports as 130 (128 + SIGINT), whatever the proxy's own
+      // exit code, which is 0 (Proxy.test.ts).
+      expect({ code: exit.code, signal: exit.signal, stderr: exit.stderr }).toEqual({
+        code: null,
+        signal: "SIGINT",
+        stderr: ""
+      })
+      // The proxy, in the same group, got the SIGINT too: it stops accepting.
+      for (;;) {
+        const refused = await request(port).then(() => false, (error: Error) => /ECONNREFUSED/.test(error.message))
+        if (refused) break
+        await new Promise((resolve) => setTimeout(resolve, 20))
+      }
+    },
+    60_000
+  )
+
+  /** A port something else listens on (every interface when no host is given), closed after the test. */
+  const occupied = async (host?: string) => {
     const taken = Net.createServer()
-    await new Promise<void>((resolve) => taken.listen(0, "127.0.0.1", resolve))
+    await new Promise<void>((resolve) => host === undefined ? taken.listen(0, resolve) : taken.listen(0, host, resolve))
     cleanups.push(() => new Promise<void>((resolve) => taken.close(() => resolve())))
-    const port = (taken.address() as Net.AddressInfo).port
+    return (taken.address() as Net.AddressInfo).port
+  }
+
+  it("a port in use: one line on stderr that names it and says to choose another with --port, exit code 1", async () => {
+    const port = await occupied("127.0.0.1")
     const { code, stderr } = await runCli(["proxy", "--demo", "--host", "127.0.0.1", "--port", String(port)])
     expect(code).toBe(1)
-    expect(stderr).toBe(`wakuwaku proxy: cannot listen: listen EADDRINUSE: address already in use 127.0.0.1:${port}\n`)
+    expect(stderr).toBe(
+      `wakuwaku proxy: cannot listen on 127.0.0.1:${port}: the port is already in use (EADDRINUSE); ` +
+        "choose another with --port (0 picks a free one)\n"
+    )
+  })
+
+  it("a port in use on every interface (no --host): the line names the port", async () => {
+    const port = await occupied()
+    const exit = await Effect.runPromise(
+      Effect.exit(Effect.scoped(Layer.build(
+        build(config(["--demo", "--port", String(port)]), "http://127.0.0.1:1").pipe(Layer.provide(Redis.layerMemory()))
+      )))
+    )
+    if (Exit.isSuccess(exit)) throw new Error("expected the start to fail")
+    expect(startFailure(exit.cause)).toBe(
+      `cannot listen on port ${port}: the port is already in use (EADDRINUSE); choose another with --port ` +
+        "(0 picks a free one)"
+    )
   })
 
   it("a Redis that cannot be reached under fail-closed: one line on stderr, exit code 1", async () => {

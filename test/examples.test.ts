@@ -2,16 +2,21 @@
  * docs/examples/login.ts picks its store and says which: REDIS_URL, else a throwaway server, else memory.
  * docs/examples/httpapi.ts runs its API and its client; docs/httpapi.openapi.json is its OpenAPI document, valid
  * OpenAPI 3.1, whose limited operations declare the rate-limit fields (the OWASP rate-limit rules' conditions).
+ * docs/http.md's HttpApi server and client blocks run as written, each as a program of its own.
  */
 import * as OpenApi from "@effect/platform/OpenApi"
-import { execFile } from "node:child_process"
-import { mkdtempSync, readFileSync, rmSync, symlinkSync } from "node:fs"
+import { Effect, Exit, Scope } from "effect"
+import { execFile, spawn } from "node:child_process"
+import { randomBytes } from "node:crypto"
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { promisify } from "node:util"
 import { afterAll, describe, expect, it } from "vitest"
+import { RedisServer } from "wakuwaku/testing"
 import { api } from "../docs/examples/httpapi.js"
-import { ROOT } from "./support/proxy.js"
+import { fencedBlocks } from "./support/npm.js"
+import { closedPort, outcome, ROOT } from "./support/proxy.js"
 import { redisUrl } from "./support/redis.js"
 import { owaspRateLimit, validateOpenApi } from "./support/standards.js"
 
@@ -105,4 +110,67 @@ describe("docs/examples/httpapi.ts", () => {
     expect(Object.keys(tooMany.content)).toEqual(["application/problem+json"])
     expect(Object.keys(tooMany.headers).sort()).toEqual(["RateLimit", "RateLimit-Policy", "Retry-After"])
   })
+})
+
+describe("docs/http.md, HttpApi: the server block serves the API, the client block calls it", () => {
+  // Where tsx finds tsconfig.json's paths for "wakuwaku" (ignored by git).
+  const dir = join(ROOT, "test", ".docs-tmp", `httpapi-${process.pid}-${randomBytes(4).toString("hex")}`)
+  afterAll(() => rmSync(dir, { recursive: true, force: true }))
+
+  /** The one ```ts block of docs/http.md that holds `marker`, written out as a file. */
+  const blockFile = (marker: string, name: string) => {
+    const found = fencedBlocks(readFileSync(join(ROOT, "docs", "http.md"), "utf8"), "ts")
+      .filter((code) => code.includes(marker))
+    expect(found).toHaveLength(1)
+    mkdirSync(dir, { recursive: true })
+    writeFileSync(join(dir, name), found[0]!)
+    return join(dir, name)
+  }
+
+  it(
+    "20 logins are welcome, the 21st is RateLimitExceeded, retry after 3 s; SIGINT stops the server, code 0",
+    async () => {
+      const serverFile = blockFile("Layer.launch(ServerLive)", "server.ts")
+      const clientFile = blockFile("HttpApiClient.make(api, { baseUrl })", "client.ts")
+      const scope = await Effect.runPromise(Scope.make())
+      try {
+        const redis = await Effect.runPromise(Scope.extend(RedisServer.make(), scope))
+        const port = await closedPort()
+        const { REDIS_URL: _, ...inherited } = process.env
+        const server = spawn(process.execPath, ["--import", "tsx", serverFile], {
+          cwd: ROOT,
+          env: { ...inherited, PORT: String(port), REDIS_URL: redis.url },
+          stdio: ["ignore", "pipe", "pipe"]
+        })
+        const exited = outcome(server)
+        try {
+          await new Promise<void>((resolve, reject) => {
+            let seen = ""
+            server.stdout?.on("data", (chunk: Buffer) => {
+              seen += chunk.toString()
+              if (seen.includes("Listening on http://")) resolve()
+            })
+            void exited.then((o) => reject(new Error(`the server exited (${o.code}): ${o.stdout}${o.stderr}`)))
+          })
+          const { stdout } = await run(process.execPath, ["--import", "tsx", clientFile], {
+            cwd: ROOT,
+            env: { ...inherited, API_URL: `http://127.0.0.1:${port}` }
+          })
+          expect(stdout.split("\n")).toEqual([
+            ...Array.from({ length: 20 }, (_, i) => `login ${i + 1}: welcome`),
+            "login 21: RateLimitExceeded, retry after 3 s",
+            ""
+          ])
+        } finally {
+          server.kill("SIGINT")
+        }
+        const exit = await exited
+        expect({ code: exit.code, stderr: exit.stderr }).toEqual({ code: 0, stderr: "" })
+        expect(exit.stdout).toMatch(new RegExp(`Listening on http://\\S*:${port}$`, "m"))
+      } finally {
+        await Effect.runPromise(Scope.close(scope, Exit.void))
+      }
+    },
+    60_000
+  )
 })

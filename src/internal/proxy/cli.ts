@@ -305,6 +305,46 @@ const positiveDuration = (source: Source): Duration.Duration => {
     : fail(source, "expected a positive duration such as 500ms, 30s or 2m")
 }
 
+/** Insertions, deletions, substitutions and swaps of two neighbours, each one edit (optimal string alignment). */
+const editDistance = (a: string, b: string): number => {
+  // rows[i][j]: the distance between a's first i characters and b's first j.
+  const rows = Array.from({ length: a.length + 1 }, (_, i) => Array.from({ length: b.length + 1 }, (_, j) => i + j))
+  for (let i = 1; i <= a.length; i++) {
+    for (let j = 1; j <= b.length; j++) {
+      const row = rows[i]!
+      const substitution = rows[i - 1]![j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1)
+      row[j] = Math.min(rows[i - 1]![j]! + 1, row[j - 1]! + 1, substitution)
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) {
+        row[j] = Math.min(row[j]!, rows[i - 2]![j - 2]! + 1)
+      }
+    }
+  }
+  return rows[a.length]![b.length]!
+}
+
+/**
+ * The name `word` was probably meant to be: the nearest candidate, case aside, within one edit per three
+ * characters typed and two at most, so that a word that is no typo gets no suggestion.
+ */
+const nearest = (word: string, candidates: Iterable<string>): string | undefined => {
+  let best: string | undefined
+  let bound = Math.min(2, Math.floor(word.length / 3))
+  for (const candidate of candidates) {
+    const d = editDistance(word.toLowerCase(), candidate)
+    if (d <= bound) [best, bound] = [candidate, d - 1]
+  }
+  return best
+}
+
+/** ` (did you mean …?)` for an unknown command: a command's name, or `proxy` left out before its flag. */
+const commandHint = (command: string): string => {
+  if (command.startsWith("--") && FLAGS.has(command.slice(2).split("=")[0]!)) {
+    return ` (did you mean wakuwaku proxy ${command}?)`
+  }
+  const near = nearest(command, ["proxy", "help"])
+  return near === undefined ? "" : ` (did you mean ${near}?)`
+}
+
 /**
  * @internal Reads `wakuwaku <argv>` with `env`: the help, a configuration, or the one-line reason it is
  * invalid with the exit code it calls for (2 for the command line; 1 for a store's URL that cannot be used).
@@ -318,7 +358,7 @@ export const parse = (argv: ReadonlyArray<string>, env: Readonly<Record<string, 
   if (command !== "proxy") {
     return {
       _tag: "Invalid",
-      message: `wakuwaku: unknown command ${JSON.stringify(command)} (see wakuwaku --help)`,
+      message: `wakuwaku: unknown command ${JSON.stringify(command)}${commandHint(command)} (see wakuwaku --help)`,
       code: 2
     }
   }
@@ -346,14 +386,23 @@ const PARSE_OPTIONS: ParseArgsConfig["options"] = Object.fromEntries(
   ])
 )
 
+/** An unknown flag as typed, and the flag it is nearest to. `-port` reaches here as parseArgs's `-p`. */
+const unknownFlag = (quoted: string, args: ReadonlyArray<string>): Invalid => {
+  const typed = /^-[^-]$/.test(quoted)
+    ? args.find((arg) => arg.startsWith(quoted) && !arg.startsWith("--"))?.split("=")[0] ?? quoted
+    : quoted
+  const near = nearest(typed.replace(/^-+/, ""), FLAGS.keys())
+  return new Invalid(`unknown flag ${typed}${near === undefined ? "" : ` (did you mean --${near}?)`}`)
+}
+
 /** `parseArgs`'s error as this command words it (the tests and the docs quote these). */
-const invalidArgs = (error: unknown): Invalid => {
+const invalidArgs = (error: unknown, args: ReadonlyArray<string>): Invalid => {
   const { code, message } = error as { readonly code?: unknown; readonly message: string }
   const quoted = /'(-{1,2}[^'\s=]+)/.exec(message)?.[1] ?? ""
   const flag = FLAGS.get(quoted.replace(/^-+/, ""))
   switch (code) {
     case "ERR_PARSE_ARGS_UNKNOWN_OPTION":
-      return new Invalid(`unknown flag ${quoted}`)
+      return unknownFlag(quoted, args)
     case "ERR_PARSE_ARGS_UNEXPECTED_POSITIONAL":
       return new Invalid(`unexpected argument ${JSON.stringify(/'([^']*)'/.exec(message)?.[1] ?? "")}`)
     case "ERR_PARSE_ARGS_INVALID_OPTION_VALUE":
@@ -386,7 +435,7 @@ const parseProxy = (argv: ReadonlyArray<string>, env: Readonly<Record<string, st
   } catch (error) {
     // Asking for help gets it, whatever else is on the line.
     if (argv.includes("-h") || argv.includes("--help")) return { _tag: "Help", text: proxyHelp() }
-    throw invalidArgs(error)
+    throw invalidArgs(error, args)
   }
   const given = new Map<string, Source>()
   for (const token of tokens) {

@@ -21,13 +21,25 @@ import { acquireTolerant } from "../redis.js"
 import { mask } from "../url.js"
 import type { Config } from "./cli.js"
 import { demoUpstream } from "./demo.js"
+import { parseUpstream, upstreamPath } from "./target.js"
 
-/** @internal A failure as one line. */
-const oneLine = (cause: Cause.Cause<unknown>): string => {
+/**
+ * @internal Why the start failed, as one line. A port in use says which and how to choose another: the
+ * usual reason is a second `npm start`, or another server on 8080.
+ */
+export const startFailure = (cause: Cause.Cause<unknown>): string => {
   const error = Cause.squash(cause)
+  if (error instanceof Proxy.ListenError && (error.cause as { readonly code?: unknown }).code === "EADDRINUSE") {
+    const where = error.host === undefined ? `port ${error.port}` : `${hostForUrl(error.host)}:${error.port}`
+    return `cannot listen on ${where}: the port is already in use (EADDRINUSE); choose another with --port ` +
+      "(0 picks a free one)"
+  }
   const message = error instanceof Error ? error.message : String(error)
   return message.split("\n")[0] ?? message
 }
+
+/** A host as a URL writes it: an IPv6 address in brackets. */
+const hostForUrl = (host: string): string => host.includes(":") ? `[${host}]` : host
 
 const describeLimiter = (config: Config): string => {
   const { limiter } = config
@@ -111,7 +123,7 @@ const storeOf = (
 const causeOf = (error: Redis.RedisError): string =>
   error.cause instanceof Error ? error.cause.message : String(error.cause)
 
-const program = (config: Config, limiter: string) =>
+const program = (config: Config) =>
   Effect.scoped(Effect.gen(function*() {
     const upstream = config.upstream._tag === "Url" ? config.upstream.url : yield* demoUpstream
     const store = yield* storeOf(config)
@@ -120,28 +132,44 @@ const program = (config: Config, limiter: string) =>
       Effect.annotateLogs("ratelimit.store", config.redis === undefined ? "embedded" : mask(config.redis))
     )
     const { port } = Context.get(context, Proxy.Server).address
-    const wildcard = config.host === undefined || config.host === "0.0.0.0" || config.host === "::"
-    const shown = wildcard ? "localhost" : config.host!.includes(":") ? `[${config.host}]` : config.host!
-    const base = `${shown}:${port}`
-    yield* Console.log(
-      [
-        `wakuwaku proxy listening on http://${base}${wildcard ? " (every interface)" : ""}`,
-        `  upstream: ${mask(upstream)}${
-          config.upstream._tag === "Demo" ? " (the built-in demo upstream)" : ""
-        }, timeout ${Duration.format(config.timeout)}`,
-        `  limit:    ${limiter}`,
-        `  store:    ${store.line}`,
-        "",
-        "Try it: a burst of 25 requests from one address; past the limit the proxy answers 429.",
-        `  for i in $(seq 25); do curl -s -o /dev/null -w '%{http_code}\\n' ${base}/; done`,
-        `  curl -i ${base}/hello`,
-        "Responses the proxy makes itself (429, 502, 504) carry Proxy-Status: wakuwaku; error=…",
-        "Stop with Ctrl-C (SIGINT) or SIGTERM.",
-        ""
-      ].join("\n")
-    )
+    yield* Console.log(banner(config, { port, upstream, store: store.line }))
     return yield* Effect.never
   }))
+
+/**
+ * @internal What `wakuwaku proxy` prints once it listens: where, in front of what, its limit and store,
+ * and how to try it with this configuration: a burst of the limit plus 5, and a request with the URL it
+ * is forwarded to.
+ */
+export const banner = (
+  config: Config,
+  running: { readonly port: number; readonly upstream: string; readonly store: string }
+): string => {
+  const wildcard = config.host === undefined || config.host === "0.0.0.0" || config.host === "::"
+  const base = `${wildcard ? "localhost" : hostForUrl(config.host!)}:${running.port}`
+  const demo = config.upstream._tag === "Demo"
+  const burst = (config.limiter.algorithm === "token-bucket" ? config.limiter.capacity : config.limiter.limit) + 5
+  // The demo upstream answers any path; /hello shows it in its reply. Another upstream gets its root.
+  const path = demo ? "/hello" : "/"
+  const target = parseUpstream(running.upstream)
+  // Quoted when it holds brackets (an IPv6 address), which a shell would read as a glob.
+  const url = (p: string) => base.startsWith("[") ? `'${base}${p}'` : `${base}${p}`
+  return [
+    `wakuwaku proxy listening on http://${base}${wildcard ? " (every interface)" : ""}`,
+    `  upstream: ${mask(running.upstream)}${demo ? " (the built-in demo upstream)" : ""}, timeout ${
+      Duration.format(config.timeout)
+    }`,
+    `  limit:    ${describeLimiter(config)}`,
+    `  store:    ${running.store}`,
+    "",
+    `Try it: a burst of ${burst} requests from one address; past the limit the proxy answers 429.`,
+    `  for i in $(seq ${burst}); do curl -s -o /dev/null -w '%{http_code}\\n' ${url("/")}; done`,
+    `  curl -i ${url(path)}    # forwarded to ${target.origin}${upstreamPath(target, path)}`,
+    "Responses the proxy makes itself (429, 502, 504) carry Proxy-Status: wakuwaku; error=…",
+    "Stop with Ctrl-C (SIGINT) or SIGTERM.",
+    ""
+  ].join("\n")
+}
 
 /** @internal Runs `wakuwaku proxy` until SIGINT or SIGTERM. Bad options: one line on stderr, exit code 2. */
 export const run = (config: Config): void => {
@@ -154,9 +182,9 @@ export const run = (config: Config): void => {
     process.exitCode = 2
     return
   }
-  program(config, describeLimiter(config)).pipe(
+  program(config).pipe(
     Effect.tapErrorCause((cause) =>
-      Cause.isInterruptedOnly(cause) ? Effect.void : Console.error(`wakuwaku proxy: ${oneLine(cause)}`)
+      Cause.isInterruptedOnly(cause) ? Effect.void : Console.error(`wakuwaku proxy: ${startFailure(cause)}`)
     ),
     NodeRuntime.runMain({ disableErrorReporting: true })
   )
