@@ -15,8 +15,8 @@ import * as limits from "../../src/internal/limits.js"
 import { forEachBackend } from "../support/backends.js"
 import { expectWindowT, fields, get, serve } from "../support/http.js"
 import { freshNamespace } from "../support/redis.js"
-import { transient } from "../support/transient.js"
 import { problem, sfList } from "../support/standards.js"
+import { transient } from "../support/transient.js"
 
 const hello = Effect.succeed(HttpServerResponse.text("hello"))
 
