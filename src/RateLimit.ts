@@ -454,12 +454,29 @@ const exceededFields = {
   violatedPolicies: Schema.Array(openApi.PolicyName)
 }
 
+/**
+ * {@link RateLimitExceeded} as it travels: an RFC 9457 problem document of the draft's `quota-exceeded` type,
+ * with the typed fields as extension members (`retryAfter` in whole seconds).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface RateLimitExceededEncoded {
+  readonly type: "https://iana.org/assignments/http-problem-types#quota-exceeded"
+  readonly title: "Quota Exceeded"
+  readonly status: 429
+  readonly detail: string
+  readonly policy: string
+  readonly retryAfter: number
+  readonly "violated-policies": ReadonlyArray<string>
+}
+
 /** The class's static side, with the encoded type it travels as: the problem document. */
 interface ExceededClass extends
   Schema.Class<
     RateLimitExceeded,
     typeof exceededFields & { readonly _tag: Schema.tag<"RateLimitExceeded"> },
-    openApi.ProblemEncoded,
+    RateLimitExceededEncoded,
     never,
     Schema.Struct.Constructor<typeof exceededFields>,
     {},

@@ -224,6 +224,11 @@ describe("Faults", () => {
         const P = Pipe.make<string, number>(freshNamespace(), Msg, "1500 millis")
         const layer = Layer.fresh(Redis.layer({ url: server.url, commandTimeout: "300 millis" }))
         const received: Array<number> = []
+        /** Whether a client of the server waits in a BLMOVE now (CLIENT LIST's `cmd`). */
+        const blockedInBlmove = Effect.map(
+          Effect.flatMap(Redis.Redis, (redis) => redis.command("CLIENT", ["LIST"])),
+          (list) => String(list).includes("cmd=blmove")
+        )
         yield* Effect.gen(function*() {
           const receiving = yield* Effect.fork(
             P.receive("p", { delivery: "at-least-once" }).pipe(
@@ -240,7 +245,10 @@ describe("Faults", () => {
           for (let i = 1; i <= 50; i++) yield* P.send("p", i)
           while (received.length < 51) yield* Effect.sleep("10 millis")
           expect(received).toEqual(Array.from({ length: 51 }, (_, i) => i))
-          // A stall of 2.5 s, longer than the TTL: the receiver cannot confirm its lease and fails, typed.
+          // A stall of 2.5 s, longer than the TTL: the receiver cannot confirm its lease and fails, typed. It
+          // starts once the receiver waits in its BLMOVE (the FETCH that acknowledges message 50 has returned):
+          // a FETCH caught by the stall would fail on its command timeout instead, a RedisError of its own.
+          while (!(yield* blockedInBlmove)) yield* Effect.sleep("10 millis")
           process.kill(server.pid, "SIGSTOP")
           const stalled = performance.now()
           const exit = yield* Fiber.await(receiving)

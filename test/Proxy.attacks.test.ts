@@ -241,10 +241,10 @@ describe("3. the Redis password is never printed", () => {
     120_000
   )
 
-  it("a URL the command refuses is echoed masked: exit 2, one line", async () => {
+  it("a URL the command refuses is echoed masked: exit 1 (a misconfigured store), one line", async () => {
     const { code, stderr, stdout } = await runCli(["proxy", "--demo", "--redis", "http://:hunter2@127.0.0.1:6379"])
     expect({ code, stderr, stdout }).toEqual({
-      code: 2,
+      code: 1,
       stderr: "wakuwaku proxy: --redis: expected a redis:// or rediss:// URL, got \"http://***@127.0.0.1:6379/\" " +
         "(see wakuwaku proxy --help)\n",
       stdout: ""

@@ -7,6 +7,7 @@ import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
 import * as Duration from "effect/Duration"
 import * as Schema from "effect/Schema"
 import type * as AST from "effect/SchemaAST"
+import type * as RateLimit from "../../RateLimit.js"
 import { MAX_NAMESPACE } from "../key.js"
 import * as decision from "./decision.js"
 import * as fields from "./fields.js"
@@ -53,8 +54,16 @@ const Problem = Schema.Struct({
   "violated-policies": Schema.Array(PolicyName)
 })
 
-/** @internal `RateLimitExceeded` as it travels. */
-export type ProblemEncoded = typeof Problem.Encoded
+/**
+ * @internal `RateLimitExceeded` as it travels is what the public `RateLimitExceededEncoded` says: this type fails to
+ * compile if the two differ.
+ */
+export type EncodedIsPublic = Is<
+  [typeof Problem.Encoded] extends [RateLimit.RateLimitExceededEncoded]
+    ? [RateLimit.RateLimitExceededEncoded] extends [typeof Problem.Encoded] ? true : false
+    : false
+>
+type Is<T extends true> = T
 
 /** What `RateLimitExceeded` holds, and makes it from. */
 interface Exceeded {
