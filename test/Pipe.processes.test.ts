@@ -12,6 +12,7 @@ import { fileURLToPath } from "node:url"
 import { afterAll, describe, expect, it } from "vitest"
 import { Pipe } from "wakuwaku"
 import { freshNamespace, RedisLive, redisUrl } from "./support/redis.js"
+import { nodeArgs } from "./support/spawn.js"
 
 const receiverScript = fileURLToPath(new URL("./support/pipeReceiver.ts", import.meta.url))
 const raw = new IORedis(redisUrl)
@@ -24,7 +25,7 @@ const TTL = 1000
 const start = (args: ReadonlyArray<string | number>) => {
   const child: ChildProcessWithoutNullStreams = spawn(
     process.execPath,
-    ["--import", "tsx", receiverScript, ...args.map(String)],
+    [...nodeArgs(receiverScript), ...args.map(String)],
     { stdio: ["pipe", "pipe", "pipe"] }
   )
   let stderr = ""

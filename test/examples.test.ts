@@ -18,6 +18,7 @@ import { api } from "../docs/examples/httpapi.js"
 import { fencedBlocks } from "./support/npm.js"
 import { closedPort, outcome, ROOT } from "./support/proxy.js"
 import { redisUrl } from "./support/redis.js"
+import { nodeArgs } from "./support/spawn.js"
 import { owaspRateLimit, validateOpenApi } from "./support/standards.js"
 
 const run = promisify(execFile)
@@ -29,7 +30,7 @@ afterAll(() => rmSync(nodeOnly, { recursive: true, force: true }))
 
 const login = async (env: Record<string, string>) => {
   const { REDIS_URL: _, ...inherited } = process.env
-  const { stdout } = await run(process.execPath, ["--import", "tsx", "docs/examples/login.ts"], {
+  const { stdout } = await run(process.execPath, nodeArgs("docs/examples/login.ts"), {
     cwd: ROOT,
     env: { ...inherited, ...env }
   })
@@ -67,7 +68,7 @@ describe("docs/examples/login.ts", () => {
 describe("docs/examples/httpapi.ts", () => {
   it("runs: 20 logins pass, the 21st is RateLimitExceeded; each user's plan is in the fields", async () => {
     const { REDIS_URL: _, ...inherited } = process.env
-    const { stdout } = await run(process.execPath, ["--import", "tsx", "docs/examples/httpapi.ts"], {
+    const { stdout } = await run(process.execPath, nodeArgs("docs/examples/httpapi.ts"), {
       cwd: ROOT,
       env: inherited
     })
@@ -113,7 +114,7 @@ describe("docs/examples/httpapi.ts", () => {
 })
 
 describe("docs/http.md, HttpApi: the server block serves the API, the client block calls it", () => {
-  // Where tsx finds tsconfig.json's paths for "wakuwaku" (ignored by git).
+  // Inside the project, where tsconfig.json's paths resolve "wakuwaku" (ignored by git).
   const dir = join(ROOT, "test", ".docs-tmp", `httpapi-${process.pid}-${randomBytes(4).toString("hex")}`)
   afterAll(() => rmSync(dir, { recursive: true, force: true }))
 
@@ -137,7 +138,7 @@ describe("docs/http.md, HttpApi: the server block serves the API, the client blo
         const redis = await Effect.runPromise(Scope.extend(RedisServer.make(), scope))
         const port = await closedPort()
         const { REDIS_URL: _, ...inherited } = process.env
-        const server = spawn(process.execPath, ["--import", "tsx", serverFile], {
+        const server = spawn(process.execPath, nodeArgs(serverFile), {
           cwd: ROOT,
           env: { ...inherited, PORT: String(port), REDIS_URL: redis.url },
           stdio: ["ignore", "pipe", "pipe"]
@@ -152,7 +153,7 @@ describe("docs/http.md, HttpApi: the server block serves the API, the client blo
             })
             void exited.then((o) => reject(new Error(`the server exited (${o.code}): ${o.stdout}${o.stderr}`)))
           })
-          const { stdout } = await run(process.execPath, ["--import", "tsx", clientFile], {
+          const { stdout } = await run(process.execPath, nodeArgs(clientFile), {
             cwd: ROOT,
             env: { ...inherited, API_URL: `http://127.0.0.1:${port}` }
           })

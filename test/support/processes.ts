@@ -1,11 +1,12 @@
 /**
  * Several OS processes released at once, for the concurrency tests. Each runs `script` (TypeScript,
- * through tsx) with `args`, prints "ready" once connected, waits for "go" on stdin, does its work and
+ * bundled by ./spawn.ts) with `args`, prints "ready" once connected, waits for "go" on stdin, does its work and
  * prints one result line.
  */
 import { Redis as IORedis } from "ioredis"
 import { type ChildProcessWithoutNullStreams, spawn } from "node:child_process"
 import { createInterface } from "node:readline"
+import { nodeArgs } from "./spawn.js"
 
 const lines = (child: ChildProcessWithoutNullStreams) => {
   const queue: Array<string> = []
@@ -36,9 +37,10 @@ export const runProcesses = async (
   args: ReadonlyArray<string | number> | ((index: number) => ReadonlyArray<string | number>),
   beforeGo: () => Promise<void> = async () => {}
 ): Promise<{ readonly results: ReadonlyArray<string>; readonly started: number; readonly ended: number }> => {
+  const program = nodeArgs(script)
   const children = Array.from({ length: count }, (_, index) => {
     const own = typeof args === "function" ? args(index) : args
-    const child = spawn(process.execPath, ["--import", "tsx", script, ...own.map(String)], {
+    const child = spawn(process.execPath, [...program, ...own.map(String)], {
       stdio: ["pipe", "pipe", "pipe"]
     })
     let stderr = ""

@@ -11,6 +11,7 @@ import type { AddressInfo } from "node:net"
 import * as Net from "node:net"
 import { Readable } from "node:stream"
 import { fileURLToPath } from "node:url"
+import { nodeArgs } from "./spawn.js"
 
 export const ROOT = fileURLToPath(new URL("../..", import.meta.url))
 
@@ -190,9 +191,9 @@ export const cleanEnv = (extra: Record<string, string> = {}): NodeJS.ProcessEnv 
   return { ...env, ...extra }
 }
 
-/** Spawns `wakuwaku <args>` from the sources (node with tsx), as its own process. */
+/** Spawns `wakuwaku <args>` from the sources (bundled: ./spawn.ts), as its own process. */
 export const spawnCli = (args: ReadonlyArray<string>, env: NodeJS.ProcessEnv = cleanEnv()): ChildProcess =>
-  spawn(process.execPath, ["--import", "tsx", "src/bin.ts", ...args], {
+  spawn(process.execPath, [...nodeArgs("src/bin.ts"), ...args], {
     cwd: ROOT,
     env,
     stdio: ["ignore", "pipe", "pipe"]
