@@ -19,9 +19,12 @@ import * as Redis from "../Redis.js"
 import type * as Script from "../Script.js"
 import type * as TokenBucket from "../TokenBucket.js"
 import { FUNCTIONS, levelOf, retry, type Shape, shapeOf, store, take } from "./bucket.js"
-import { waitMillis } from "./duration.js"
+import { MAX_MICROS, waitMillis } from "./duration.js"
 import * as access from "./redis.js"
 import { define, defineOver } from "./script.js"
+
+/** @internal The longest wait of a metered call, its default: 10^11 ms, as `throttle`'s. */
+export const MAX_WAIT = Duration.micros(MAX_MICROS)
 
 /** A bucket as this module sees it: its public face, its key and its shape (as its scripts take it). */
 export interface Metered<Name extends Redis.KeyName> extends TokenBucket.TokenBucket<Name> {
