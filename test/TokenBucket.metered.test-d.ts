@@ -83,9 +83,9 @@ describe("Limits.metered", () => {
     >()
     // @ts-expect-error one estimate per bucket
     Limits.metered([REQUESTS, TOKENS], "t", { estimate: [1] }, () => Effect.void)
+    const WINDOW = FixedWindow.make<string>("w", 5, "1 second")
     // @ts-expect-error token buckets only
-    Limits.metered([REQUESTS, FixedWindow.make<string>("w", 5, "1 second")], "t", { estimate: [1, 1] }, () =>
-      Effect.void)
+    Limits.metered([REQUESTS, WINDOW], "t", { estimate: [1, 1] }, () => Effect.void)
     // @ts-expect-error at least one bucket
     Limits.metered([], "t", { estimate: [] }, () => Effect.void)
   })

@@ -19,6 +19,7 @@ import { Clock, Deferred, Duration, Effect, Exit, Fiber, Layer, Option, TestCloc
 import { Limits, Rate, Redis, TokenBucket } from "wakuwaku"
 import { forEachBackend, get } from "./support/backends.js"
 import { freshNamespace } from "./support/redis.js"
+import { worstWindow } from "./support/turns.js"
 
 const keyOf = (namespace: string, name: string) => `@@wakuwaku:TokenBucket:${namespace}:${name}`
 
@@ -75,7 +76,11 @@ describe("TokenBucket.metered under TestClock, on the embedded backend (exact)",
       // The next call of 2 waits for the debt and its own share: 500 ms.
       const started: Array<number> = []
       const next = yield* Effect.fork(
-        B.metered("a", { estimate: 2 }, () => Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.sync(() => started.push(now))))
+        B.metered(
+          "a",
+          { estimate: 2 },
+          () => Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.sync(() => started.push(now)))
+        )
       )
       yield* TestClock.adjust("499 millis")
       expect(started).toEqual([])
@@ -92,8 +97,11 @@ describe("TokenBucket.metered under TestClock, on the embedded backend (exact)",
       const ns = freshNamespace()
       const B = TEN(ns)
       yield* TestClock.adjust("1 second")
-      const given = yield* B.metered("a", { estimate: 6 }, (settle) =>
-        Effect.zipRight(TestClock.adjust("100 millis"), settle(2)))
+      const given = yield* B.metered(
+        "a",
+        { estimate: 6 },
+        (settle) => Effect.zipRight(TestClock.adjust("100 millis"), settle(2))
+      )
       expect(given).toBe(4)
       // 10 − 6, one token of refill, + 4 back.
       expect(yield* state(ns, "a")).toEqual({ tokens: 9, ts: 1_100_000 })
@@ -113,24 +121,34 @@ describe("TokenBucket.metered under TestClock, on the embedded backend (exact)",
       expect(yield* state(ns, "a")).toEqual({ tokens: 1, ts: 0 })
     }).pipe(Effect.provide(Redis.layerMemory())))
 
-  it.effect("the last call given back first: each in turn is the end and gets its unused tokens back", () =>
+  it.effect("a call behind it that gave up before it started gave all back: the call is the end again", () =>
     Effect.gen(function*() {
       const ns = freshNamespace()
       const B = TEN(ns)
-      const first = yield* Deferred.make<void>()
-      const second = yield* Deferred.make<number>()
-      const a = yield* Effect.fork(B.metered("a", { estimate: 5 }, (settle) =>
-        Effect.zipRight(Deferred.await(first), settle(1))))
-      yield* Effect.yieldNow()
-      const b = yield* Effect.fork(B.metered("a", { estimate: 3 }, (settle) =>
-        Effect.flatMap(Deferred.await(second), settle)))
-      yield* Effect.yieldNow()
-      expect(yield* state(ns, "a")).toEqual({ tokens: 2, ts: 0 })
-      yield* Deferred.succeed(second, 0)
-      expect(yield* Fiber.join(b)).toBe(3)
-      yield* Deferred.succeed(first, undefined)
-      expect(yield* Fiber.join(a)).toBe(4)
+      const given = yield* B.metered("a", { estimate: 5 }, (settle) =>
+        Effect.gen(function*() {
+          const behind = yield* Effect.fork(B.metered("a", { estimate: 8 }, () => Effect.void))
+          yield* Effect.yieldNow()
+          expect(yield* state(ns, "a")).toEqual({ tokens: -3, ts: 0 })
+          yield* Fiber.interrupt(behind)
+          expect(yield* state(ns, "a")).toEqual({ tokens: 5, ts: 0 })
+          return yield* settle(1)
+        }))
+      expect(given).toBe(4)
       expect(yield* state(ns, "a")).toEqual({ tokens: 9, ts: 0 })
+    }).pipe(Effect.provide(Redis.layerMemory())))
+
+  it.effect("a call that started keeps its turn: settled at 0, it still costs one token", () =>
+    Effect.gen(function*() {
+      const ns = freshNamespace()
+      const B = TEN(ns)
+      expect(yield* B.metered("a", { estimate: 4 }, (settle) => settle(0))).toBe(3)
+      expect(yield* state(ns, "a")).toEqual({ tokens: 9, ts: 0 })
+      expect(yield* B.metered("a", { estimate: 1 }, (settle) => settle(0))).toBe(0)
+      expect(yield* state(ns, "a")).toEqual({ tokens: 8, ts: 0 })
+      // An estimate of 0 has no turn to keep.
+      expect(yield* B.metered("a", { estimate: 0 }, (settle) => settle(0))).toBe(0)
+      expect(yield* state(ns, "a")).toEqual({ tokens: 8, ts: 0 })
     }).pipe(Effect.provide(Redis.layerMemory())))
 
   it.effect("equal to the estimate, or no settle at all on success: the estimate stands, nothing more is sent", () =>
@@ -166,18 +184,69 @@ describe("TokenBucket.metered under TestClock, on the embedded backend (exact)",
       expect(yield* state(ns, "a")).toEqual({ tokens: 4, ts: 0 })
     }).pipe(Effect.provide(Redis.layerMemory())))
 
-  it.effect("a body that fails before settling gives its whole reservation back; after settling, nothing more", () =>
+  it.effect("a body that fails before settling gives back all but its turn; after settling, nothing more", () =>
     Effect.gen(function*() {
       const ns = freshNamespace()
       const B = TEN(ns)
       yield* B.acquire("a", 2)
       const failed = yield* Effect.exit(B.metered("a", { estimate: 5 }, () => Effect.fail(new Boom())))
       expect(Exit.isFailure(failed)).toBe(true)
-      expect(yield* state(ns, "a")).toEqual({ tokens: 8, ts: 0 })
-      const late = yield* Effect.exit(B.metered("a", { estimate: 5 }, (settle) =>
-        Effect.zipRight(settle(7), Effect.fail(new Boom()))))
+      expect(yield* state(ns, "a")).toEqual({ tokens: 7, ts: 0 })
+      const late = yield* Effect.exit(
+        B.metered("a", { estimate: 5 }, (settle) => Effect.zipRight(settle(7), Effect.fail(new Boom())))
+      )
       expect(Exit.isFailure(late)).toBe(true)
-      expect(yield* state(ns, "a")).toEqual({ tokens: 1, ts: 0 })
+      expect(yield* state(ns, "a")).toEqual({ tokens: 0, ts: 0 })
+    }).pipe(Effect.provide(Redis.layerMemory())))
+})
+
+describe("TokenBucket.metered keeps throttle's start bound, whatever the calls settle with (TestClock)", () => {
+  it.effect("a call that started and settles at 0 keeps its turn: no third start at once on a bucket of 2", () =>
+    Effect.gen(function*() {
+      const ns = freshNamespace()
+      const B = TokenBucket.make<string>(ns, 2, Rate.make(10, "1 second"))
+      const starts: Array<number> = []
+      const started = Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.sync(() => starts.push(now)))
+      yield* B.metered("a", { estimate: 1 }, () => started)
+      // The second starts at once too, and settles at 0: were its token given back, a third would start now.
+      yield* B.metered("a", { estimate: 1 }, (settle) => Effect.zipRight(started, settle(0)))
+      const third = yield* Effect.fork(B.metered("a", { estimate: 1 }, () => started))
+      yield* TestClock.adjust("100 millis")
+      yield* Fiber.join(third)
+      expect(starts).toEqual([0, 0, 100])
+    }).pipe(Effect.provide(Redis.layerMemory())))
+
+  it.effect("60 calls arriving at random, settling at random above and below, some timing out: every window", () =>
+    Effect.gen(function*() {
+      const ns = freshNamespace()
+      // Two tokens, ten a second.
+      const B = TokenBucket.make<string>(ns, 2, Rate.make(10, "1 second"))
+      let seed = 7
+      const random = () => (seed = (seed * 16807) % 2147483647) / 2147483647
+      const starts: Array<number> = []
+      const fibers: Array<Fiber.RuntimeFiber<unknown, unknown>> = []
+      for (let i = 0; i < 60; i++) {
+        const estimate = 1 + Math.floor(random() * 2)
+        const actual = Math.floor(random() * 4)
+        const call = B.metered("a", { estimate }, (settle) =>
+          Effect.zipRight(
+            Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.sync(() => starts.push(now * 1000))),
+            settle(actual)
+          ))
+        fibers.push(
+          yield* Effect.fork(
+            random() < 0.3
+              ? Effect.exit(Effect.timeout(call, `${Math.floor(random() * 300)} millis`))
+              : Effect.exit(call)
+          )
+        )
+        yield* Effect.yieldNow()
+        yield* TestClock.adjust(`${Math.floor(random() * 120)} millis`)
+      }
+      yield* TestClock.adjust("1 minute")
+      yield* Fiber.joinAll(fibers)
+      expect(starts.length).toBeGreaterThan(30)
+      expect(worstWindow(starts, B).excess).toBeLessThanOrEqual(0)
     }).pipe(Effect.provide(Redis.layerMemory())))
 })
 
@@ -203,27 +272,30 @@ describe("TokenBucket.metered interrupted at every step (embedded backend, TestC
       let ran = false
       // On a fiber of its own: the interrupt is that fiber's.
       const exit = yield* Fiber.await(
-        yield* Effect.fork(B.metered("a", { estimate: 3 }, () => Effect.sync(() => (ran = true))).pipe(
-          Effect.provide(interruptingAt("TokenBucket.reserve"))
-        ))
+        yield* Effect.fork(
+          B.metered("a", { estimate: 3 }, () => Effect.sync(() => (ran = true))).pipe(
+            Effect.provide(interruptingAt("TokenBucket.reserve"))
+          )
+        )
       )
       expect(Exit.isInterrupted(exit)).toBe(true)
       expect(ran).toBe(false)
       expect(yield* state(ns, "a")).toBeNull()
     }).pipe(Effect.provide(Redis.layerMemory())))
 
-  it.effect("inside the body, before it settles: given back", () =>
+  it.effect("inside the body, before it settles: given back, all but its turn", () =>
     Effect.gen(function*() {
       const ns = freshNamespace()
       const B = TEN(ns)
       yield* B.acquire("a", 1)
       const inside = yield* Deferred.make<void>()
-      const fiber = yield* Effect.fork(B.metered("a", { estimate: 3 }, () =>
-        Effect.zipRight(Deferred.succeed(inside, undefined), Effect.never)))
+      const fiber = yield* Effect.fork(
+        B.metered("a", { estimate: 3 }, () => Effect.zipRight(Deferred.succeed(inside, undefined), Effect.never))
+      )
       yield* Deferred.await(inside)
       expect(yield* state(ns, "a")).toEqual({ tokens: 6, ts: 0 })
       yield* Fiber.interrupt(fiber)
-      expect(yield* state(ns, "a")).toEqual({ tokens: 9, ts: 0 })
+      expect(yield* state(ns, "a")).toEqual({ tokens: 8, ts: 0 })
     }).pipe(Effect.provide(Redis.layerMemory())))
 
   it.effect("during settle: the settle lands, and nothing is given back after it", () =>
@@ -232,10 +304,12 @@ describe("TokenBucket.metered interrupted at every step (embedded backend, TestC
       const B = TEN(ns)
       let after = false
       const exit = yield* Fiber.await(
-        yield* Effect.fork(B.metered("a", { estimate: 3 }, (settle) =>
-          Effect.zipRight(settle(5), Effect.sync(() => (after = true)))).pipe(
-            Effect.provide(interruptingAt("TokenBucket.settle"))
-          ))
+        yield* Effect.fork(
+          B.metered("a", { estimate: 3 }, (settle) => Effect.zipRight(settle(5), Effect.sync(() => (after = true))))
+            .pipe(
+              Effect.provide(interruptingAt("TokenBucket.settle"))
+            )
+        )
       )
       expect(Exit.isInterrupted(exit)).toBe(true)
       expect(after).toBe(false)
@@ -247,8 +321,13 @@ describe("TokenBucket.metered interrupted at every step (embedded backend, TestC
       const ns = freshNamespace()
       const B = TEN(ns)
       const settled = yield* Deferred.make<number>()
-      const fiber = yield* Effect.fork(B.metered("a", { estimate: 6 }, (settle) =>
-        Effect.zipRight(Effect.flatMap(settle(2), (n) => Deferred.succeed(settled, n)), Effect.never)))
+      const fiber = yield* Effect.fork(
+        B.metered("a", { estimate: 6 }, (settle) =>
+          Effect.zipRight(
+            Effect.flatMap(settle(2), (n) => Deferred.succeed(settled, n)),
+            Effect.never
+          ))
+      )
       expect(yield* Deferred.await(settled)).toBe(4)
       yield* Fiber.interrupt(fiber)
       expect(yield* state(ns, "a")).toEqual({ tokens: 8, ts: 0 })
@@ -390,7 +469,7 @@ describe("Limits.metered: several budgets as one, under TestClock (embedded back
       ])
     }).pipe(Effect.provide(Redis.layerMemory())))
 
-  it.effect("interrupted before it settles: every budget given back, in one call", () =>
+  it.effect("interrupted before it settles: every budget given back but its turn, in one call", () =>
     Effect.gen(function*() {
       const [a, b] = [freshNamespace(), freshNamespace()]
       const REQUESTS = TokenBucket.make<string>(a, 10, Rate.make(10, "1 second"))
@@ -398,13 +477,17 @@ describe("Limits.metered: several budgets as one, under TestClock (embedded back
       const inside = yield* Deferred.make<void>()
       const seen: Array<string> = []
       const fiber = yield* Effect.fork(
-        Limits.metered([REQUESTS, TOKENS], "t", { estimate: [1, 300] }, () =>
-          Effect.zipRight(Deferred.succeed(inside, undefined), Effect.never)).pipe(Effect.provide(counting(seen)))
+        Limits.metered(
+          [REQUESTS, TOKENS],
+          "t",
+          { estimate: [1, 300] },
+          () => Effect.zipRight(Deferred.succeed(inside, undefined), Effect.never)
+        ).pipe(Effect.provide(counting(seen)))
       )
       yield* Deferred.await(inside)
       expect([yield* state(a, "t"), yield* state(b, "t")]).toEqual([{ tokens: 9, ts: 0 }, { tokens: 700, ts: 0 }])
       yield* Fiber.interrupt(fiber)
-      expect([yield* state(a, "t"), yield* state(b, "t")]).toEqual([null, null])
+      expect([yield* state(a, "t"), yield* state(b, "t")]).toEqual([{ tokens: 9, ts: 0 }, { tokens: 999, ts: 0 }])
       expect(seen).toEqual(["Limits.reserve", "Limits.settle"])
     }).pipe(Effect.provide(Redis.layerMemory())))
 

@@ -293,6 +293,8 @@ interface Call<Name extends Redis.KeyName> {
   readonly grantedAt: number
   readonly levels: ReadonlyArray<number>
   settled: ReadonlyArray<number> | undefined
+  /** Whether the body has started: the call then keeps its turn (see {@link kept}). */
+  started: boolean
 }
 
 const operationOf = (buckets: ReadonlyArray<Metered<never>>, verb: string) =>
@@ -300,6 +302,15 @@ const operationOf = (buckets: ReadonlyArray<Metered<never>>, verb: string) =>
 
 const invalid = (buckets: ReadonlyArray<Metered<never>>, verb: string, argument: string, message: string) =>
   new Redis.InvalidInput({ operation: operationOf(buckets, verb), argument, message })
+
+/**
+ * What `call` is charged for `actuals`: once it has started, at least one token of each bucket whose estimate
+ * is one or more, its turn. A call that started has used its turn (it made its request), so the turn is never
+ * handed out again and every start owns at least one token: the start bound of `throttle` counts it
+ * (docs/token-bucket.md, "Why the bound still holds"). Before it starts, everything may go back.
+ */
+const kept = <Name extends Redis.KeyName>(call: Call<Name>, actuals: ReadonlyArray<number>): ReadonlyArray<number> =>
+  call.started ? actuals.map((actual, i) => Math.max(actual, Math.min(1, call.estimates[i]!))) : actuals
 
 /** The tokens each bucket gave back when `call` was settled with `actuals`: one store call (none if no change). */
 const settleCall = <Name extends Redis.KeyName>(
@@ -379,54 +390,68 @@ export const meteredMany = <Name extends Redis.KeyName, A, E, R, L, T>(
       if (typeof key !== "string") return Effect.fail(key)
       keys.push(key)
     }
-    const reserve: Effect.Effect<Reservation, Redis.RedisError | Redis.InvalidInput, TokenBucket.Requirements<"write">> =
-      buckets.length === 1
-        ? Effect.map(buckets[0]!.reserve(name, estimates[0]!, Duration.millis(ms)), ofOne)
-        : Effect.map(
-          access.writeScript(buckets[0]!.entity, RESERVE_ALL, keys, [
-            String(ms),
-            ...buckets.flatMap((b, i) => [b.shape, String(estimates[i])])
-          ]),
-          (r): Reservation =>
-            r.granted
-              ? { granted: true, wait: Duration.millis(Math.max(...r.waits)), grantedAt: r.grantedAt, levels: r.levels }
-              : { granted: false, retryAfter: r.retry < 0 ? Option.none() : Option.some(Duration.millis(r.retry)) }
-        )
-    return Effect.flatMap(Effect.context<TokenBucket.Requirements<"write">>(), (context) =>
-      Effect.uninterruptibleMask((restore) =>
-        Effect.flatMap(reserve, (reservation): Effect.Effect<A, E | L, R | TokenBucket.Requirements<"write">> => {
-          if (!reservation.granted) return Effect.fail(errors.refused(reservation.retryAfter))
-          const call: Call<Name> = {
-            buckets,
-            keys,
-            estimates,
-            grantedAt: reservation.grantedAt,
-            levels: reservation.levels,
-            settled: undefined
-          }
-          const settle: SettleMany<T> = (actuals) =>
-            Effect.suspend((): Effect.Effect<ReadonlyArray<number>, T | Redis.RedisError | Redis.InvalidInput> => {
-              if (!Array.isArray(actuals) || actuals.length !== buckets.length) {
-                return Effect.fail(
-                  invalid(buckets, "settle", "actual", `one actual cost per bucket (${buckets.length}), got ${String(actuals)}`)
-                )
-              }
-              for (const actual of actuals) {
-                const problem = costProblem("actual", actual)
-                if (problem !== undefined) return Effect.fail(invalid(buckets, "settle", "actual", problem))
-              }
-              if (call.settled !== undefined) return Effect.fail(errors.twice(call.settled, actuals))
-              // Settled from here on, whatever happens to the call: an interrupt waits for it to land.
-              call.settled = [...actuals]
-              return Effect.provide(settleCall(call, actuals), context)
-            }).pipe(Effect.uninterruptible)
-          const body = Effect.zipRight(
-            restore(Duration.isZero(reservation.wait) ? Effect.void : Effect.sleep(reservation.wait)),
-            restore(Effect.suspend(() => f(settle)))
-          )
-          return Effect.onExit(body, (exit) => release(call, exit, context))
-        })
+    const reserve: Effect.Effect<
+      Reservation,
+      Redis.RedisError | Redis.InvalidInput,
+      TokenBucket.Requirements<"write">
+    > = buckets.length === 1
+      ? Effect.map(buckets[0]!.reserve(name, estimates[0]!, Duration.millis(ms)), ofOne)
+      : Effect.map(
+        access.writeScript(buckets[0]!.entity, RESERVE_ALL, keys, [
+          String(ms),
+          ...buckets.flatMap((b, i) => [b.shape, String(estimates[i])])
+        ]),
+        (r): Reservation =>
+          r.granted
+            ? { granted: true, wait: Duration.millis(Math.max(...r.waits)), grantedAt: r.grantedAt, levels: r.levels }
+            : { granted: false, retryAfter: r.retry < 0 ? Option.none() : Option.some(Duration.millis(r.retry)) }
       )
+    return Effect.flatMap(
+      Effect.context<TokenBucket.Requirements<"write">>(),
+      (context) =>
+        Effect.uninterruptibleMask((restore) =>
+          Effect.flatMap(reserve, (reservation): Effect.Effect<A, E | L, R | TokenBucket.Requirements<"write">> => {
+            if (!reservation.granted) return Effect.fail(errors.refused(reservation.retryAfter))
+            const call: Call<Name> = {
+              buckets,
+              keys,
+              estimates,
+              grantedAt: reservation.grantedAt,
+              levels: reservation.levels,
+              settled: undefined,
+              started: false
+            }
+            const settle: SettleMany<T> = (actuals) =>
+              Effect.suspend((): Effect.Effect<ReadonlyArray<number>, T | Redis.RedisError | Redis.InvalidInput> => {
+                if (!Array.isArray(actuals) || actuals.length !== buckets.length) {
+                  return Effect.fail(
+                    invalid(
+                      buckets,
+                      "settle",
+                      "actual",
+                      `one actual cost per bucket (${buckets.length}), got ${String(actuals)}`
+                    )
+                  )
+                }
+                for (const actual of actuals) {
+                  const problem = costProblem("actual", actual)
+                  if (problem !== undefined) return Effect.fail(invalid(buckets, "settle", "actual", problem))
+                }
+                if (call.settled !== undefined) return Effect.fail(errors.twice(call.settled, actuals))
+                // Settled from here on, whatever happens to the call: an interrupt waits for it to land.
+                call.settled = [...actuals]
+                return Effect.provide(settleCall(call, kept(call, actuals)), context)
+              }).pipe(Effect.uninterruptible)
+            const body = Effect.zipRight(
+              restore(Duration.isZero(reservation.wait) ? Effect.void : Effect.sleep(reservation.wait)),
+              restore(Effect.suspend(() => {
+                call.started = true
+                return f(settle)
+              }))
+            )
+            return Effect.onExit(body, (exit) => release(call, exit, context))
+          })
+        )
     )
   })
 
@@ -443,5 +468,7 @@ const release = <Name extends Redis.KeyName>(
   if (call.settled !== undefined) return Effect.void
   const actuals = exit._tag === "Success" ? call.estimates : call.estimates.map(() => 0)
   call.settled = actuals
-  return exit._tag === "Success" ? Effect.void : Effect.ignore(Effect.provide(settleCall(call, actuals), context))
+  return exit._tag === "Success"
+    ? Effect.void
+    : Effect.ignore(Effect.provide(settleCall(call, kept(call, actuals)), context))
 }

@@ -46,20 +46,23 @@ const recording: Layer.Layer<Redis.Redis, never, Redis.Redis> = Layer.effect(
   Effect.map(Redis.Redis, (redis): Redis.Service => ({
     ...redis,
     script: (script, keys, args) =>
-      Effect.flatMap(FiberRef.get(callOf), (ledger) =>
-        Effect.tap(redis.script(script, keys, args), (reply) =>
-          Effect.sync(() => {
-            if (ledger === undefined) return
-            if (script.name === "TokenBucket.reserve") {
-              const reservation = reply as TokenBucket.Reservation
-              if (reservation._tag === "Granted") ledger.charged += reservation.cost
-            } else if (script.name === "TokenBucket.settle") {
-              const [estimate, actual] = [Number(args[1]), Number(args[4])]
-              ledger.charged += Math.max(0, actual - estimate) - (reply as number)
-              ledger.returned += reply as number
-              ledger.settles++
-            }
-          })))
+      Effect.flatMap(
+        FiberRef.get(callOf),
+        (ledger) =>
+          Effect.tap(redis.script(script, keys, args), (reply) =>
+            Effect.sync(() => {
+              if (ledger === undefined) return
+              if (script.name === "TokenBucket.reserve") {
+                const reservation = reply as TokenBucket.Reservation
+                if (reservation._tag === "Granted") ledger.charged += reservation.cost
+              } else if (script.name === "TokenBucket.settle") {
+                const [estimate, actual] = [Number(args[1]), Number(args[4])]
+                ledger.charged += Math.max(0, actual - estimate) - (reply as number)
+                ledger.returned += reply as number
+                ledger.settles++
+              }
+            }))
+      )
   }))
 )
 
