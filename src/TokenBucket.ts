@@ -386,7 +386,8 @@ export interface MeteredOptions {
 /**
  * What a metered call is handed: `settle(actual)` settles the call with its actual cost (a non-negative safe
  * integer, above the estimate or below it) in one store call, and succeeds with the tokens that came back (0
- * when more was taken, or when the unused tokens lapsed because others queued behind it since). Once only:
+ * when more was taken, or when the unused tokens lapsed because others queued behind it since; never the
+ * call's turn, one token, which a call that started keeps). Once only:
  * a second settle fails with {@link AlreadySettled} and writes nothing. Uninterruptible: once sent, it lands.
  *
  * @since 0.2.0
@@ -426,12 +427,13 @@ internal.useErrors({
  * 3. `settle` takes the difference, or gives it back, in one store call. More than the estimate is taken at
  *    once, and may put the bucket in debt: later callers wait for it. What was not used comes back only while
  *    the call's turn is still the end of the queue (nobody reserved since), as {@link TokenBucket.cancel}
- *    reclaims; otherwise it lapses. So the start bound of `throttle` holds (docs/token-bucket.md, "Metered
+ *    reclaims; otherwise it lapses. A call that started keeps its turn, one token (of an estimate of one or
+ *    more), whatever it settles with. So the start bound of `throttle` holds (docs/token-bucket.md, "Metered
  *    calls").
  *
- * A call that fails or is interrupted before it settles (while it waits, before `f` starts, or inside `f`)
- * gives its whole reservation back, by the same rule, without fail: the release runs uninterruptibly, when the
- * call ends. A call that succeeds without settling keeps its estimate as its cost. A settle sent lands even if
+ * A call that fails or is interrupted before it settles gives its reservation back, by the same rule,
+ * without fail (all of it while it waits or before `f` starts; all but its turn inside `f`): the release
+ * runs uninterruptibly, when the call ends. A call that succeeds without settling keeps its estimate as its cost. A settle sent lands even if
  * the call is interrupted meanwhile; a second settle fails with {@link AlreadySettled}.
  *
  * Data-first, `metered(bucket, name, options, f)`, or data-last, `metered(name, options, f)(bucket)`.

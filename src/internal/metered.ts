@@ -4,7 +4,8 @@
  * settles the difference with the actual cost in one store call: more is taken at once (into debt, if need
  * be), and what was not used comes back only while the reservation's turn is still the end of the queue, as
  * `cancel` reclaims (docs/token-bucket.md, "Metered calls", has the proof that the start bound holds).
- * A call that fails or is interrupted before it settles gives its whole reservation back by the same rule.
+ * A call that fails or is interrupted before it settles gives its reservation back by the same rule; once it has
+ * started it keeps its turn, one token, so that every start owns one and the start bound counts it.
  *
  * Not a structure's internals: both `TokenBucket` and `Limits` load it. It knows the buckets through their
  * public interface and their shape only.
@@ -350,8 +351,8 @@ export type SettleMany<T> = (
  * reserves every estimate in one call (all or nothing), sleeps the longest wait on Effect's Clock, runs
  * `f(settle)`, and releases what was not settled when the body ends. The reservation is made uninterruptibly,
  * and released by `onExit` (uninterruptible): interrupted or failed before it settled, the call gives its whole
- * reservation back (reclaimed only while its turn is the end of each queue). `settle` is uninterruptible and
- * marks the call settled before it is sent, so an interrupt during it lets it land, and nothing is given back
+ * reservation back (reclaimed only while its turn is the end of each queue; all but its turn once `f` started).
+ * `settle` is uninterruptible and marks the call settled before it is sent, so an interrupt during it lets it land, and nothing is given back
  * twice. A body that succeeds without settling keeps its estimates as the actual costs.
  */
 export const meteredMany = <Name extends Redis.KeyName, A, E, R, L, T>(
