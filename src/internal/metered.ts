@@ -352,8 +352,8 @@ export type SettleMany<T> = (
  * `f(settle)`, and releases what was not settled when the body ends. The reservation is made uninterruptibly,
  * and released by `onExit` (uninterruptible): interrupted or failed before it settled, the call gives its whole
  * reservation back (reclaimed only while its turn is the end of each queue; all but its turn once `f` started).
- * `settle` is uninterruptible and marks the call settled before it is sent, so an interrupt during it lets it land, and nothing is given back
- * twice. A body that succeeds without settling keeps its estimates as the actual costs.
+ * `settle` is uninterruptible and marks the call settled before it is sent, so an interrupt during it lets it
+ * land, and nothing is given back twice. A body that succeeds without settling keeps its estimates as the actual costs.
  */
 export const meteredMany = <Name extends Redis.KeyName, A, E, R, L, T>(
   buckets: ReadonlyArray<Metered<Name>>,
