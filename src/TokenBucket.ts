@@ -434,7 +434,8 @@ internal.useErrors({
  * A call that fails or is interrupted before it settles gives its reservation back, by the same rule,
  * without fail (all of it while it waits or before `f` starts; all but its turn inside `f`): the release
  * runs uninterruptibly, when the call ends. A call that succeeds without settling keeps its estimate as its
- * cost. A settle sent lands even if the call is interrupted meanwhile; a second settle fails with {@link AlreadySettled}.
+ * cost. A settle sent lands even if the call is interrupted meanwhile; a second settle fails with
+ * {@link AlreadySettled}.
  *
  * Data-first, `metered(bucket, name, options, f)`, or data-last, `metered(name, options, f)(bucket)`.
  *
