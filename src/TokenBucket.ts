@@ -251,6 +251,14 @@ export interface TokenBucket<in Name extends Redis.KeyName> {
     cost: number
   ) => Effect.Effect<number, Redis.RedisError | Redis.InvalidInput, Requirements<"write">>
   /**
+   * {@link TokenBucket.metered} on this bucket: `bucket.metered(name, { estimate, maxWait }, (settle) => effect)`.
+   */
+  readonly metered: <A, E, R>(
+    name: Name,
+    options: MeteredOptions,
+    f: (settle: Settle) => Effect.Effect<A, E, R>
+  ) => Effect.Effect<A, E | RateLimited | Redis.RedisError | Redis.InvalidInput, R | Requirements<"write">>
+  /**
    * Deletes `name`'s bucket, so the next request sees it full. Succeeds with whether it existed (was
    * not full).
    */
@@ -357,4 +365,118 @@ export const throttle: {
     name: Name,
     options?: ThrottleOptions
   ) => internal.throttle(effect, bucket, name, options, (retryAfter) => new RateLimited({ retryAfter }))
+)
+
+/**
+ * Options of {@link metered}.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export interface MeteredOptions {
+  /**
+   * The tokens reserved before the call (a non-negative safe integer, at most `capacity`): what the call is
+   * expected to cost. The call waits its turn for these.
+   */
+  readonly estimate: number
+  /** The longest the call may wait for its turn, as {@link ThrottleOptions.maxWait}: default as long as it takes. */
+  readonly maxWait?: Duration.DurationInput | undefined
+}
+
+/**
+ * What a metered call is handed: `settle(actual)` settles the call with its actual cost (a non-negative safe
+ * integer, above the estimate or below it) in one store call, and succeeds with the tokens that came back (0
+ * when more was taken, or when the unused tokens lapsed because others queued behind it since; never the
+ * call's turn, one token, which a call that started keeps). Once only:
+ * a second settle fails with {@link AlreadySettled} and writes nothing. Uninterruptible: once sent, it lands.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export type Settle = (actual: number) => Effect.Effect<number, AlreadySettled | Redis.RedisError | Redis.InvalidInput>
+
+/**
+ * A metered call was settled already: by an earlier `settle`, or, when the settle came after the call ended,
+ * by the call's end (its estimate kept if it succeeded, given back — zeros here — if it failed). Nothing was
+ * written. `settled` is the actual costs it was settled with, `actual` those of the refused settle (one per
+ * bucket: one for {@link TokenBucket.metered}).
+ *
+ * @since 0.2.0
+ * @category errors
+ */
+export class AlreadySettled extends Schema.TaggedError<AlreadySettled>("wakuwaku/AlreadySettled")("AlreadySettled", {
+  settled: Schema.Array(Schema.Number),
+  actual: Schema.Array(Schema.Number)
+}) {
+  override get message(): string {
+    return `already settled with ${this.settled.join(", ")}: a call settles once (refused: ${this.actual.join(", ")})`
+  }
+}
+
+internal.useErrors({
+  refused: (retryAfter) => new RateLimited({ retryAfter }),
+  twice: (settled, actual) => new AlreadySettled({ settled, actual })
+})
+
+/**
+ * Runs a call whose cost is known only once it has run (an LLM call metered in tokens), on `name`'s bucket:
+ *
+ * 1. reserves `estimate` tokens, waiting its turn as {@link throttle} does (refused beyond `maxWait`:
+ *    {@link RateLimited}; bad input: `InvalidInput`, nothing written);
+ * 2. runs `f(settle)`; the call settles with `settle(actual)` when it knows what it cost;
+ * 3. `settle` takes the difference, or gives it back, in one store call. More than the estimate is taken at
+ *    once, and may put the bucket in debt: later callers wait for it. What was not used comes back only while
+ *    the call's turn is still the end of the queue (nobody reserved since), as {@link TokenBucket.cancel}
+ *    reclaims; otherwise it lapses. A call that started keeps its turn, one token (of an estimate of one or
+ *    more), whatever it settles with. So the start bound of `throttle` holds (docs/token-bucket.md, "Metered
+ *    calls").
+ *
+ * A call that fails or is interrupted before it settles gives its reservation back, by the same rule,
+ * without fail (all of it while it waits or before `f` starts; all but its turn inside `f`): the release
+ * runs uninterruptibly, when the call ends. A call that succeeds without settling keeps its estimate as its
+ * cost. A settle sent lands even if the call is interrupted meanwhile; a second settle fails with
+ * {@link AlreadySettled}.
+ *
+ * Data-first, `metered(bucket, name, options, f)`, or data-last, `metered(name, options, f)(bucket)`.
+ *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { Rate, TokenBucket } from "wakuwaku"
+ *
+ * // 90 000 LLM tokens a minute, shared by every replica.
+ * const LLM_TOKENS = TokenBucket.make<string>("llm-tokens", 90_000, Rate.make(90_000, "1 minute"))
+ *
+ * declare const complete: (prompt: string) => Effect.Effect<{ text: string; usage: { total: number } }>
+ *
+ * export const ask = (tenant: string, prompt: string) =>
+ *   TokenBucket.metered(LLM_TOKENS, tenant, { estimate: 2_000, maxWait: "30 seconds" }, (settle) =>
+ *     Effect.tap(complete(prompt), (reply) => settle(reply.usage.total)))
+ * ```
+ *
+ * @since 0.2.0
+ * @category combinators
+ */
+export const metered: {
+  <Name extends Redis.KeyName, A, E, R>(
+    name: Name,
+    options: MeteredOptions,
+    f: (settle: Settle) => Effect.Effect<A, E, R>
+  ): (
+    bucket: TokenBucket<Name>
+  ) => Effect.Effect<A, E | RateLimited | Redis.RedisError | Redis.InvalidInput, R | Requirements<"write">>
+  <Name extends Redis.KeyName, A, E, R>(
+    bucket: TokenBucket<Name>,
+    name: Name,
+    options: MeteredOptions,
+    f: (settle: Settle) => Effect.Effect<A, E, R>
+  ): Effect.Effect<A, E | RateLimited | Redis.RedisError | Redis.InvalidInput, R | Requirements<"write">>
+} = dual(
+  4,
+  <Name extends Redis.KeyName, A, E, R>(
+    bucket: TokenBucket<Name>,
+    name: Name,
+    options: MeteredOptions,
+    f: (settle: Settle) => Effect.Effect<A, E, R>
+  ) => internal.metered(bucket, name, options, f)
 )

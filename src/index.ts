@@ -36,3 +36,6 @@ export * as RwLock from "./RwLock.js"
 
 /** @since 0.1.0 */
 export * as Semaphore from "./Semaphore.js"
+
+/** @since 0.2.0 */
+export * as Limits from "./Limits.js"

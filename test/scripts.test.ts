@@ -28,6 +28,8 @@ describe("scripts", () => {
       "Limits.acquire",
       "Limits.check",
       "Limits.refund",
+      "Limits.reserve",
+      "Limits.settle",
       "Lock.acquire",
       "Lock.acquireMany",
       "Lock.extend",
@@ -66,7 +68,8 @@ describe("scripts", () => {
       "TokenBucket.cancel",
       "TokenBucket.peek",
       "TokenBucket.refund",
-      "TokenBucket.reserve"
+      "TokenBucket.reserve",
+      "TokenBucket.settle"
     ])
   })
 

@@ -16,6 +16,7 @@ import { MAX_MICROS, waitMillis } from "./duration.js"
 import * as key from "./key.js"
 import * as limiter from "./limiter.js"
 import * as limits from "./limits.js"
+import * as metered_ from "./metered.js"
 import { define, flag, manyLua, manyTwin, show } from "./script.js"
 
 const KIND = "TokenBucket"
@@ -291,6 +292,16 @@ class BucketImpl<Name extends Redis.KeyName> extends limiter.Limiter<Name, Token
   ): Effect.Effect<number, Redis.RedisError | Redis.InvalidInput, TokenBucket.Requirements<"write">> =>
     this.spend("refund", REFUND, name, cost)
 
+  readonly metered = <A, E, R>(
+    name: Name,
+    options: TokenBucket.MeteredOptions,
+    f: (settle: TokenBucket.Settle) => Effect.Effect<A, E, R>
+  ): Effect.Effect<
+    A,
+    E | TokenBucket.RateLimited | Redis.RedisError | Redis.InvalidInput,
+    R | TokenBucket.Requirements<"write">
+  > => metered(this, name, options, f)
+
   override toString() {
     return `${this.label}: capacity ${this.capacity}, ${String(this.rate)}`
   }
@@ -333,6 +344,45 @@ export const throttle = <Name extends Redis.KeyName, A, E, R, L>(
         restore(effect)
       )
     })
+  )
+}
+
+/**
+ * @internal The errors of metered calls, the public module's classes: set by TokenBucket.ts when it loads (it
+ * loads this module, so this one cannot load it back).
+ */
+let errors: metered_.Errors<TokenBucket.RateLimited, TokenBucket.AlreadySettled> | undefined
+
+/** @internal */
+export const useErrors = (made: metered_.Errors<TokenBucket.RateLimited, TokenBucket.AlreadySettled>): void => {
+  errors = made
+}
+
+/**
+ * @internal TokenBucket.metered: reserves `estimate`, waits its turn, runs `f(settle)`, settles the difference
+ * with the actual cost in one store call, and gives an unsettled reservation back when `f` fails or is
+ * interrupted (./metered.ts).
+ */
+export const metered = <Name extends Redis.KeyName, A, E, R>(
+  bucket: TokenBucket.TokenBucket<Name>,
+  name: Name,
+  options: TokenBucket.MeteredOptions,
+  f: (settle: TokenBucket.Settle) => Effect.Effect<A, E, R>
+): Effect.Effect<
+  A,
+  E | TokenBucket.RateLimited | Redis.RedisError | Redis.InvalidInput,
+  R | TokenBucket.Requirements<"write">
+> => {
+  // Only undefined means "the default": a null is bad input, refused with the estimate's other faults.
+  const estimate = typeof options === "object" && options !== null ? options.estimate : undefined
+  const maxWait = options?.maxWait === undefined ? MAX_WAIT : options.maxWait
+  return metered_.meteredMany(
+    [bucket as metered_.Metered<Name>],
+    name,
+    [estimate as number],
+    maxWait,
+    (settleMany) => f((actual) => Effect.map(settleMany([actual]), (given) => given[0]!)),
+    errors!
   )
 }
 

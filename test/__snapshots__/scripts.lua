@@ -590,6 +590,186 @@ for i = 1, #KEYS do
 end
 return #KEYS
 
+-- Limits.reserve: KEYS 1 per item (items decided together), 1 shared ARGV; sha1 704ef2bed75a28d29a2cb77739bea9e32034c21c
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local at = ' ' .. string.format('%d', now)
+local shapes = {}
+local function shape(s)
+  local b = shapes[s]
+  if b then return b end
+  local capacity, k, period = string.match(s, '^(%d+) (%d+) (%d+)$')
+  b = {capacity = tonumber(capacity), k = tonumber(k), period = tonumber(period)}
+  shapes[s] = b
+  return b
+end
+local function level(key, b)
+  local state = redis.call('GET', key)
+  if not state then return b.capacity end
+  local sp = string.find(state, ' ', 1, true)
+  local elapsed = now - tonumber(string.sub(state, sp + 1))
+  if elapsed < 0 then elapsed = 0 end
+  local tokens = tonumber(string.sub(state, 1, sp - 1)) + elapsed * b.k / b.period
+  if tokens > b.capacity then return b.capacity end
+  return tokens
+end
+local function store(key, b, tokens)
+  if tokens >= b.capacity then
+    redis.call('DEL', key)
+  else
+    local ttl = math.ceil((b.capacity - tokens) * b.period / b.k / 1000)
+    if ttl < 1 then ttl = 1 end
+    redis.call('SET', key, string.format('%.17g', tokens) .. at, 'PX', string.format('%d', ttl))
+  end
+end
+local function retry(b, tokens, cost, max_wait, allowance)
+  local ms = math.ceil(((cost - tokens) * b.period / b.k - max_wait * 1000) / 1000)
+  for _ = 1, 3 do
+    if (tokens + (ms * 1000) * b.k / b.period - cost) + allowance >= 0 then break end
+    ms = ms + 1
+  end
+  return ms
+end
+local function take(key, b, cost, max_wait)
+  local capacity, k, period = b.capacity, b.k, b.period
+  local tokens = level(key, b)
+  local allowance = 0
+  if max_wait > 0 then allowance = (max_wait * 1000) * k / period end
+  local allowed, ms = 0, 0
+  if cost > capacity then
+    ms = -1
+  elseif (tokens - cost) + allowance >= 0 then
+    tokens = tokens - cost
+    allowed = 1
+    if tokens < 0 then
+      ms = math.ceil(-tokens * period / k / 1000)
+      for _ = 1, 3 do
+        if tokens + (ms * 1000) * k / period >= 0 then break end
+        ms = ms + 1
+      end
+      if ms > max_wait then ms = max_wait end
+    end
+  else
+    ms = retry(b, tokens, cost, max_wait, allowance)
+  end
+  store(key, b, tokens)
+  return allowed, ms, math.floor(tokens), tokens
+end
+local max_wait = tonumber(ARGV[1])
+local found, refused, later = {}, false, 0
+for i = 1, #KEYS do
+  local b, cost = shape(ARGV[2 * i]), tonumber(ARGV[2 * i + 1])
+  found[i] = {b, cost}
+  if cost > b.capacity then return {0, -1} end
+  local tokens = level(KEYS[i], b)
+  local allowance = 0
+  if max_wait > 0 then allowance = (max_wait * 1000) * b.k / b.period end
+  if (tokens - cost) + allowance < 0 then
+    refused = true
+    local ms = retry(b, tokens, cost, max_wait, allowance)
+    if ms > later then later = ms end
+  end
+end
+if refused then return {0, later} end
+local reply = {1, now}
+for i = 1, #KEYS do
+  local _, ms, _, tokens = take(KEYS[i], found[i][1], found[i][2], max_wait)
+  table.insert(reply, ms)
+  table.insert(reply, string.format('%.17g', tokens))
+end
+return reply
+
+-- Limits.settle: KEYS 1 per item (items decided together), 1 shared ARGV; sha1 7c0b6d5062863c9f8aef2799951090694c4aa76b
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local at = ' ' .. string.format('%d', now)
+local shapes = {}
+local function shape(s)
+  local b = shapes[s]
+  if b then return b end
+  local capacity, k, period = string.match(s, '^(%d+) (%d+) (%d+)$')
+  b = {capacity = tonumber(capacity), k = tonumber(k), period = tonumber(period)}
+  shapes[s] = b
+  return b
+end
+local function level(key, b)
+  local state = redis.call('GET', key)
+  if not state then return b.capacity end
+  local sp = string.find(state, ' ', 1, true)
+  local elapsed = now - tonumber(string.sub(state, sp + 1))
+  if elapsed < 0 then elapsed = 0 end
+  local tokens = tonumber(string.sub(state, 1, sp - 1)) + elapsed * b.k / b.period
+  if tokens > b.capacity then return b.capacity end
+  return tokens
+end
+local function store(key, b, tokens)
+  if tokens >= b.capacity then
+    redis.call('DEL', key)
+  else
+    local ttl = math.ceil((b.capacity - tokens) * b.period / b.k / 1000)
+    if ttl < 1 then ttl = 1 end
+    redis.call('SET', key, string.format('%.17g', tokens) .. at, 'PX', string.format('%d', ttl))
+  end
+end
+local function retry(b, tokens, cost, max_wait, allowance)
+  local ms = math.ceil(((cost - tokens) * b.period / b.k - max_wait * 1000) / 1000)
+  for _ = 1, 3 do
+    if (tokens + (ms * 1000) * b.k / b.period - cost) + allowance >= 0 then break end
+    ms = ms + 1
+  end
+  return ms
+end
+local function take(key, b, cost, max_wait)
+  local capacity, k, period = b.capacity, b.k, b.period
+  local tokens = level(key, b)
+  local allowance = 0
+  if max_wait > 0 then allowance = (max_wait * 1000) * k / period end
+  local allowed, ms = 0, 0
+  if cost > capacity then
+    ms = -1
+  elseif (tokens - cost) + allowance >= 0 then
+    tokens = tokens - cost
+    allowed = 1
+    if tokens < 0 then
+      ms = math.ceil(-tokens * period / k / 1000)
+      for _ = 1, 3 do
+        if tokens + (ms * 1000) * k / period >= 0 then break end
+        ms = ms + 1
+      end
+      if ms > max_wait then ms = max_wait end
+    end
+  else
+    ms = retry(b, tokens, cost, max_wait, allowance)
+  end
+  store(key, b, tokens)
+  return allowed, ms, math.floor(tokens), tokens
+end
+local function settle(key, b, estimate, granted_at, held, actual)
+  if actual > estimate then
+    store(key, b, level(key, b) - (actual - estimate))
+    return 0
+  end
+  if actual == estimate then return 0 end
+  local state = redis.call('GET', key)
+  if not state then return 0 end
+  local sp = string.find(state, ' ', 1, true)
+  local past = held - tonumber(string.sub(state, 1, sp - 1))
+    + (tonumber(string.sub(state, sp + 1)) - granted_at) * b.k / b.period
+  if past < -0.5 or past > 0.5 then return 0 end
+  local tokens = level(key, b) + (estimate - actual)
+  if tokens > b.capacity then tokens = b.capacity end
+  store(key, b, tokens)
+  return estimate - actual
+end
+local granted_at = tonumber(ARGV[1])
+local reply = {}
+for i = 1, #KEYS do
+  local j = 4 * i - 2
+  reply[i] = settle(KEYS[i], shape(ARGV[j]), tonumber(ARGV[j + 1]), granted_at, tonumber(ARGV[j + 2]),
+    tonumber(ARGV[j + 3]))
+end
+return reply
+
 -- Lock.acquire: KEYS 2; sha1 c6dccc84a75171573534e78379fa124ae335434d
 local function fence(key, now, lease)
   local next = string.format('%d', now)
@@ -2146,3 +2326,88 @@ local cost = tonumber(ARGV[2])
 local granted, ms, _, tokens = take(KEYS[1], shape(ARGV[1]), cost, tonumber(ARGV[3]))
 if granted == 0 then return {0, ms} end
 return {1, ms, cost, now, string.format('%.17g', tokens)}
+
+-- TokenBucket.settle: KEYS 1; sha1 c8990349bdc674e8f1a99bd46420dc0e66fde3d4
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local at = ' ' .. string.format('%d', now)
+local shapes = {}
+local function shape(s)
+  local b = shapes[s]
+  if b then return b end
+  local capacity, k, period = string.match(s, '^(%d+) (%d+) (%d+)$')
+  b = {capacity = tonumber(capacity), k = tonumber(k), period = tonumber(period)}
+  shapes[s] = b
+  return b
+end
+local function level(key, b)
+  local state = redis.call('GET', key)
+  if not state then return b.capacity end
+  local sp = string.find(state, ' ', 1, true)
+  local elapsed = now - tonumber(string.sub(state, sp + 1))
+  if elapsed < 0 then elapsed = 0 end
+  local tokens = tonumber(string.sub(state, 1, sp - 1)) + elapsed * b.k / b.period
+  if tokens > b.capacity then return b.capacity end
+  return tokens
+end
+local function store(key, b, tokens)
+  if tokens >= b.capacity then
+    redis.call('DEL', key)
+  else
+    local ttl = math.ceil((b.capacity - tokens) * b.period / b.k / 1000)
+    if ttl < 1 then ttl = 1 end
+    redis.call('SET', key, string.format('%.17g', tokens) .. at, 'PX', string.format('%d', ttl))
+  end
+end
+local function retry(b, tokens, cost, max_wait, allowance)
+  local ms = math.ceil(((cost - tokens) * b.period / b.k - max_wait * 1000) / 1000)
+  for _ = 1, 3 do
+    if (tokens + (ms * 1000) * b.k / b.period - cost) + allowance >= 0 then break end
+    ms = ms + 1
+  end
+  return ms
+end
+local function take(key, b, cost, max_wait)
+  local capacity, k, period = b.capacity, b.k, b.period
+  local tokens = level(key, b)
+  local allowance = 0
+  if max_wait > 0 then allowance = (max_wait * 1000) * k / period end
+  local allowed, ms = 0, 0
+  if cost > capacity then
+    ms = -1
+  elseif (tokens - cost) + allowance >= 0 then
+    tokens = tokens - cost
+    allowed = 1
+    if tokens < 0 then
+      ms = math.ceil(-tokens * period / k / 1000)
+      for _ = 1, 3 do
+        if tokens + (ms * 1000) * k / period >= 0 then break end
+        ms = ms + 1
+      end
+      if ms > max_wait then ms = max_wait end
+    end
+  else
+    ms = retry(b, tokens, cost, max_wait, allowance)
+  end
+  store(key, b, tokens)
+  return allowed, ms, math.floor(tokens), tokens
+end
+local function settle(key, b, estimate, granted_at, held, actual)
+  if actual > estimate then
+    store(key, b, level(key, b) - (actual - estimate))
+    return 0
+  end
+  if actual == estimate then return 0 end
+  local state = redis.call('GET', key)
+  if not state then return 0 end
+  local sp = string.find(state, ' ', 1, true)
+  local past = held - tonumber(string.sub(state, 1, sp - 1))
+    + (tonumber(string.sub(state, sp + 1)) - granted_at) * b.k / b.period
+  if past < -0.5 or past > 0.5 then return 0 end
+  local tokens = level(key, b) + (estimate - actual)
+  if tokens > b.capacity then tokens = b.capacity end
+  store(key, b, tokens)
+  return estimate - actual
+end
+return settle(KEYS[1], shape(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]),
+  tonumber(ARGV[4]), tonumber(ARGV[5]))
