@@ -313,8 +313,8 @@ describe("results and error channels are exact", () => {
   })
 
   it("the errors are tagged", () => {
-    expectTypeOf<Lock.LockUnavailable["_tag"]>().toEqualTypeOf<"LockUnavailable">()
-    expectTypeOf<Lock.LockLost["_tag"]>().toEqualTypeOf<"LockLost">()
+    expectTypeOf<Lock.LockUnavailable["_tag"]>().toEqualTypeOf<"LeaseUnavailable">()
+    expectTypeOf<Lock.LockLost["_tag"]>().toEqualTypeOf<"LeaseLost">()
     expectTypeOf<Lock.LockLost["reason"]>().toEqualTypeOf<"Expired" | "Unconfirmed">()
     expectTypeOf<Lock.LockLost["fence"]>().toEqualTypeOf<bigint | undefined>()
   })

@@ -362,9 +362,9 @@ forEachBackend("Semaphore", (it, backend) => {
       const granted = yield* Deferred.await(fence)
       yield* command("DEL", keyOf(ns, "t", "holders"))
       const error = yield* Effect.flip(Fiber.join(fiber))
-      expect(error).toBeInstanceOf(Lock.LockLost)
-      expect(error).toMatchObject({ _tag: "LockLost", lock: `Semaphore(${ns})`, name: "t", reason: "Expired" })
-      expect((error as Lock.LockLost).fence).toBe(granted)
+      expect(error).toBeInstanceOf(Lock.LeaseLost)
+      expect(error).toMatchObject({ _tag: "LeaseLost", lock: `Semaphore(${ns})`, name: "t", reason: "Expired" })
+      expect((error as Lock.LeaseLost).fence).toBe(granted)
       expect(yield* Deferred.isDone(interrupted)).toBe(true)
 
       // The same through withPermits.
@@ -374,7 +374,7 @@ forEachBackend("Semaphore", (it, backend) => {
       )
       yield* Deferred.await(started)
       yield* command("DEL", keyOf(ns, "u", "holders"))
-      expect(yield* Effect.flip(Fiber.join(body))).toMatchObject({ _tag: "LockLost", name: "u", reason: "Expired" })
+      expect(yield* Effect.flip(Fiber.join(body))).toMatchObject({ _tag: "LeaseLost", name: "u", reason: "Expired" })
     }))
 
   it.scoped("renewals that could not keep the lease alive are refused: a RangeError naming both durations", () =>
@@ -395,14 +395,14 @@ forEachBackend("Semaphore", (it, backend) => {
       const S = Semaphore.make<string>(ns, 2, "30 seconds")
       const holder = some(yield* S.tryAcquire("t", 2))
       const once = yield* Effect.flip(Semaphore.withPermits(S, "t", 1, { acquire: Lock.tryOnce })(Effect.void))
-      expect(once).toBeInstanceOf(Lock.LockUnavailable)
-      expect(once).toMatchObject({ _tag: "LockUnavailable", lock: `Semaphore(${ns})`, name: "t" })
+      expect(once).toBeInstanceOf(Lock.LeaseUnavailable)
+      expect(once).toMatchObject({ _tag: "LeaseUnavailable", lock: `Semaphore(${ns})`, name: "t" })
       expect(once.message).toBe(`Semaphore(${ns}) "t" is held by someone else`)
       const before = performance.now()
       const waited = yield* Effect.flip(
         Semaphore.withPermits(S, "t", 1, { acquire: Lock.wait({ deadline: "150 millis" }) })(Effect.void)
       )
-      expect(waited._tag).toBe("LockUnavailable")
+      expect(waited._tag).toBe("LeaseUnavailable")
       expect(performance.now() - before).toBeGreaterThanOrEqual(140)
       // A single-permit waiter leaves no intent.
       expect(yield* exists(keyOf(ns, "t", "intent"))).toBe(0)
@@ -435,13 +435,13 @@ forEachBackend("Semaphore", (it, backend) => {
       expect(yield* S.tryAcquire("t")).toEqual(Option.none())
       expect(yield* S.tryAcquire("t", 2)).toEqual(Option.none())
       expect(yield* Effect.flip(Semaphore.withPermits(S, "t", 1, { acquire: Lock.tryOnce })(Effect.void)))
-        .toMatchObject({ _tag: "LockUnavailable" })
+        .toMatchObject({ _tag: "LeaseUnavailable" })
       // Another waiter for more than one leaves no intent of its own while this one stands.
       expect(
         yield* Effect.flip(
           Semaphore.withPermits(S, "t", 2, { acquire: Lock.wait({ deadline: "30 millis" }) })(Effect.void)
         )
-      ).toMatchObject({ _tag: "LockUnavailable" })
+      ).toMatchObject({ _tag: "LeaseUnavailable" })
       expect(yield* intentOf(ns, "t")).toMatch(/^3:/)
       expect(yield* S.extend(first)).toBe(true)
       expect(yield* S.release(first)).toBe(true)
@@ -483,7 +483,7 @@ forEachBackend("Semaphore", (it, backend) => {
       const error = yield* Effect.flip(
         Semaphore.withPermits(S, "t", 2, { acquire: Lock.wait({ deadline: "100 millis" }) })(Effect.succeed("never"))
       )
-      expect(error).toMatchObject({ _tag: "LockUnavailable", lock: `Semaphore(${ns})`, name: "t" })
+      expect(error).toMatchObject({ _tag: "LeaseUnavailable", lock: `Semaphore(${ns})`, name: "t" })
       expect(performance.now() - started).toBeGreaterThanOrEqual(90)
       // Its intent (10 s long) is withdrawn, so newcomers are not held back for a lease.
       expect(yield* exists(keyOf(ns, "t", "intent"))).toBe(0)
@@ -522,7 +522,7 @@ forEachBackend("Semaphore", (it, backend) => {
       ).pipe(
         Effect.zipRight(Ref.update(takes, (n) => n + 1)),
         // Held back by the waiting big acquirer for longer than its own wait: try again.
-        Effect.catchTag("LockUnavailable", () => Effect.void)
+        Effect.catchTag("LeaseUnavailable", () => Effect.void)
       )
       const small = yield* Effect.forEach(Array.from({ length: 6 }), () => Effect.forkScoped(Effect.forever(takeOne)))
       const busy = (atLeast: number) =>

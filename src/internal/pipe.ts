@@ -9,7 +9,7 @@ import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import * as Pipe from "../Pipe.js"
-import * as Redis from "../Redis.js"
+import type * as Redis from "../Redis.js"
 import { bounded, positive, toMillis } from "./duration.js"
 import * as keepAlive from "./keepAlive.js"
 import * as key from "./key.js"
@@ -17,6 +17,7 @@ import { type Keys, receiver } from "./pipe/receiver.js"
 import { BEAT_SCRIPT, CLOSE_SCRIPT, SEND } from "./pipe/scripts.js"
 import * as access from "./redis.js"
 import { runOn } from "./script.js"
+import * as core from "./service.js"
 
 const KIND = "Pipe"
 
@@ -121,7 +122,7 @@ class PipeImpl<Name extends Redis.KeyName, A> implements Pipe.Pipe<Name, A> {
     const payload = this.payload(message)
     if (typeof payload !== "string") {
       return Effect.fail(
-        new Redis.InvalidInput({ operation: `${this.label}.send`, argument: "message", message: payload.message })
+        new core.InvalidInput({ operation: `${this.label}.send`, argument: "message", message: payload.message })
       )
     }
     const { closed, inflight, messages } = keys.right
@@ -148,7 +149,7 @@ class PipeImpl<Name extends Redis.KeyName, A> implements Pipe.Pipe<Name, A> {
     const delivery: unknown = options?.delivery
     if (delivery !== undefined && delivery !== "at-most-once" && delivery !== "at-least-once") {
       return Stream.fail(
-        new Redis.InvalidInput({
+        new core.InvalidInput({
           operation: `${this.label}.receive`,
           argument: "delivery",
           message: `delivery must be "at-most-once" or "at-least-once", got ${key.preview(delivery)}`
