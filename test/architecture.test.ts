@@ -116,7 +116,8 @@ const isHttp = (module: string) =>
 const BRIDGES = ["RateLimiterStore.ts", "internal/rateLimiterStore.ts"]
 const isBridge = (module: string) => BRIDGES.includes(module) || module.startsWith("@effect/experimental")
 const isTesting = (module: string) =>
-  module === "testing.ts" || module === "RedisServer.ts" || module === "internal/redisServer.ts"
+  module === "testing.ts" || module === "RedisServer.ts" || module === "internal/redisServer.ts" ||
+  module.startsWith("internal/redisServer/")
 const internalsOf = (structure: string) => {
   const own = structure[0]!.toLowerCase() + structure.slice(1)
   return (module: string) => module === `internal/${own}.ts` || module.startsWith(`internal/${own}/`)

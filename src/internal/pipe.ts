@@ -8,7 +8,8 @@ import * as Either from "effect/Either"
 import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
-import * as Pipe from "../Pipe.js"
+import * as Capability from "../Capability.js"
+import type * as Pipe from "../Pipe.js"
 import type * as Redis from "../Redis.js"
 import { bounded, positive, toMillis } from "./duration.js"
 import * as keepAlive from "./keepAlive.js"
@@ -20,6 +21,9 @@ import { runOn } from "./script.js"
 import * as core from "./service.js"
 
 const KIND = "Pipe"
+
+/** @internal */
+export const entity: Pipe.Entity = Capability.entity(KIND)
 
 /**
  * @internal Why JSON would not give back exactly `value` (an encoded message), or undefined when it
@@ -127,7 +131,7 @@ class PipeImpl<Name extends Redis.KeyName, A> implements Pipe.Pipe<Name, A> {
     }
     const { closed, inflight, messages } = keys.right
     const args = [payload, String(this.ttlMillis)]
-    return access.write(Pipe.entity, (redis) => runOn(redis, SEND, [messages, closed, inflight], args))
+    return access.write(entity, (redis) => runOn(redis, SEND, [messages, closed, inflight], args))
   }
 
   readonly close = (name: Name): Effect.Effect<void, Redis.RedisError | Redis.InvalidInput, Pipe.Requirements> => {
@@ -135,7 +139,7 @@ class PipeImpl<Name extends Redis.KeyName, A> implements Pipe.Pipe<Name, A> {
     if (Either.isLeft(keys)) return Effect.fail(keys.left)
     const { closed, inflight, messages } = keys.right
     return access.write(
-      Pipe.entity,
+      entity,
       (redis) => runOn(redis, CLOSE_SCRIPT, [messages, closed, inflight], [String(this.ttlMillis)])
     )
   }
@@ -157,7 +161,7 @@ class PipeImpl<Name extends Redis.KeyName, A> implements Pipe.Pipe<Name, A> {
       )
     }
     return Stream.unwrapScoped(
-      Effect.flatMap(access.write(Pipe.entity, Effect.succeed), (redis) => receiver(this, keys.right, redis, options))
+      Effect.flatMap(access.write(entity, Effect.succeed), (redis) => receiver(this, keys.right, redis, options))
     )
   }
 
@@ -191,7 +195,7 @@ export const heartbeat = <Name extends Redis.KeyName, A>(
     key.taggedKey(KIND, pipe.namespace, encoded.right, "closed"),
     key.taggedKey(KIND, pipe.namespace, encoded.right, "inflight")
   ]
-  const beat = access.write(Pipe.entity, (redis) => runOn(redis, BEAT_SCRIPT, keys, [String(ttlMillis)]))
+  const beat = access.write(entity, (redis) => runOn(redis, BEAT_SCRIPT, keys, [String(ttlMillis)]))
   return Effect.forever(Effect.zipRight(beat, Effect.sleep(period)))
 }
 
