@@ -54,6 +54,26 @@ import * as internal from "./internal/lock.js"
 import type * as Redis from "./Redis.js"
 
 /**
+ * @since 0.2.0
+ * @category type ids
+ */
+export const TypeId: unique symbol = internal.TypeId
+
+/**
+ * @since 0.2.0
+ * @category type ids
+ */
+export type TypeId = typeof TypeId
+
+/**
+ * Whether a value is a lock made by {@link make}.
+ *
+ * @since 0.2.0
+ * @category guards
+ */
+export const isLock: (u: unknown) => u is Lock<never> = internal.isLock
+
+/**
  * @since 0.1.0
  * @category capabilities
  */
@@ -110,6 +130,7 @@ export type LockToken = Token<Requirements>
  * @category models
  */
 export interface Lock<in Name extends Redis.KeyName> {
+  readonly [TypeId]: TypeId
   readonly namespace: string
   /** The lease. */
   readonly ttl: Duration.Duration

@@ -60,6 +60,26 @@ import * as errors from "./internal/pipe/errors.js"
 import type * as Redis from "./Redis.js"
 
 /**
+ * @since 0.2.0
+ * @category type ids
+ */
+export const TypeId: unique symbol = internal.TypeId
+
+/**
+ * @since 0.2.0
+ * @category type ids
+ */
+export type TypeId = typeof TypeId
+
+/**
+ * Whether a value is a pipe made by {@link make}.
+ *
+ * @since 0.2.0
+ * @category guards
+ */
+export const isPipe: (u: unknown) => u is Pipe<never, unknown> = internal.isPipe
+
+/**
  * @since 0.1.0
  * @category capabilities
  */
@@ -137,6 +157,7 @@ export type ReceiveError = Redis.RedisError | Redis.InvalidInput | MessageError 
  * @category models
  */
 export interface Pipe<in Name extends Redis.KeyName, A> {
+  readonly [TypeId]: TypeId
   readonly namespace: string
   /** How long a message waits for the receiver, and how long the receiver waits for a message. */
   readonly ttl: Duration.Duration

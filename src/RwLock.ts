@@ -48,6 +48,26 @@ import * as Lock from "./Lock.js"
 import type * as Redis from "./Redis.js"
 
 /**
+ * @since 0.2.0
+ * @category type ids
+ */
+export const TypeId: unique symbol = internal.TypeId
+
+/**
+ * @since 0.2.0
+ * @category type ids
+ */
+export type TypeId = typeof TypeId
+
+/**
+ * Whether a value is a reader-writer lock made by {@link make}.
+ *
+ * @since 0.2.0
+ * @category guards
+ */
+export const isRwLock: (u: unknown) => u is RwLock<never> = internal.isRwLock
+
+/**
  * @since 0.1.0
  * @category capabilities
  */
@@ -99,6 +119,7 @@ export type WriteToken = Lock.Token<Requirements>
  * @category models
  */
 export interface RwLock<in Name extends Redis.KeyName> {
+  readonly [TypeId]: TypeId
   readonly namespace: string
   /** The lease of each reader and of the writer. */
   readonly ttl: Duration.Duration

@@ -62,6 +62,26 @@ import * as Lock from "./Lock.js"
 import type * as Redis from "./Redis.js"
 
 /**
+ * @since 0.2.0
+ * @category type ids
+ */
+export const TypeId: unique symbol = internal.TypeId
+
+/**
+ * @since 0.2.0
+ * @category type ids
+ */
+export type TypeId = typeof TypeId
+
+/**
+ * Whether a value is a semaphore made by {@link make}.
+ *
+ * @since 0.2.0
+ * @category guards
+ */
+export const isSemaphore: (u: unknown) => u is Semaphore<never> = internal.isSemaphore
+
+/**
  * @since 0.1.0
  * @category capabilities
  */
@@ -102,6 +122,7 @@ export interface Permit extends Lock.Token<Requirements> {
  * @category models
  */
 export interface Semaphore<in Name extends Redis.KeyName> {
+  readonly [TypeId]: TypeId
   readonly namespace: string
   /** How many permits each name has. */
   readonly permits: number

@@ -430,7 +430,7 @@ forEachBackend("RwLock", (it, backend) => {
         RwLock.withWrite(DOCS, "doc", { acquire: Lock.wait({ deadline: "100 millis" }) })(Effect.succeed("never"))
       )
       const waited = performance.now() - started
-      expect(error).toBeInstanceOf(Lock.LeaseUnavailable)
+      expect(error).toBeInstanceOf(RwLock.LeaseUnavailable)
       expect(error).toMatchObject({ _tag: "LeaseUnavailable", lock: `RwLock(${ns}).write`, name: "doc" })
       expect(error.message).toBe(`RwLock(${ns}).write "doc" is held by someone else`)
       expect(waited).toBeGreaterThanOrEqual(90)
@@ -457,7 +457,7 @@ forEachBackend("RwLock", (it, backend) => {
 
       const writer = some(yield* DOCS.tryWrite(7))
       const read = yield* Effect.flip(RwLock.withRead(DOCS, 7, { acquire: Lock.tryOnce })(Effect.void))
-      expect(read).toBeInstanceOf(Lock.LeaseUnavailable)
+      expect(read).toBeInstanceOf(RwLock.LeaseUnavailable)
       expect(read).toMatchObject({ _tag: "LeaseUnavailable", lock: `RwLock(${ns}).read`, name: "7" })
       expect(yield* writer.release).toBe(true)
       expect(yield* RwLock.withRead(DOCS, 7, { acquire: Lock.tryOnce })(Effect.succeed(1))).toBe(1)

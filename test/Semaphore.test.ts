@@ -106,6 +106,22 @@ forEachBackend("Semaphore", (it, backend) => {
       yield* expectTtlsUnder(`@@wakuwaku:Semaphore:{${ns}:*`)
     }))
 
+  it.scoped("a permit releases and extends itself, as a lock token does", () =>
+    Effect.gen(function*() {
+      const ns = fresh()
+      const S = Semaphore.make<string>(ns, 2, "30 seconds")
+      const permit = some(yield* S.tryAcquire("t", 2))
+      expect(yield* S.tryAcquire("t")).toEqual(Option.none())
+      expect(yield* permit.extend).toBe(true)
+      expect(yield* heldOf(ns, "t")).toBe(2)
+      expect(yield* permit.release).toBe(true)
+      expect(yield* heldOf(ns, "t")).toBe(0)
+      // Its lease had ended (it was released): nothing more to give back or extend.
+      expect(yield* permit.release).toBe(false)
+      expect(yield* permit.extend).toBe(false)
+      expect(Option.isSome(yield* S.tryAcquire("t", 2))).toBe(true)
+    }))
+
   it.scoped("what is stored: a holders set with one member <n>:<token> per holder, scored by its lease end, and # at minus the permits held", () =>
     Effect.gen(function*() {
       const ns = fresh()
@@ -345,7 +361,7 @@ forEachBackend("Semaphore", (it, backend) => {
       expect(result).toBe("held for 1000 ms")
     }))
 
-  it.scoped("deleting the holders under a holder: LockLost (Expired) with its fence, and the body is interrupted", () =>
+  it.scoped("deleting the holders under a holder: LeaseLost (Expired) with its fence, and the body is interrupted", () =>
     Effect.gen(function*() {
       const ns = fresh()
       const S = Semaphore.make<string>(ns, 2, "150 millis")
@@ -362,7 +378,9 @@ forEachBackend("Semaphore", (it, backend) => {
       const granted = yield* Deferred.await(fence)
       yield* command("DEL", keyOf(ns, "t", "holders"))
       const error = yield* Effect.flip(Fiber.join(fiber))
-      expect(error).toBeInstanceOf(Lock.LeaseLost)
+      expect(error).toBeInstanceOf(Semaphore.LeaseLost)
+      // The neutral error; Lock.LockLost is another name of the same class.
+      expect(error).toBeInstanceOf(Lock.LockLost)
       expect(error).toMatchObject({ _tag: "LeaseLost", lock: `Semaphore(${ns})`, name: "t", reason: "Expired" })
       expect((error as Lock.LeaseLost).fence).toBe(granted)
       expect(yield* Deferred.isDone(interrupted)).toBe(true)
@@ -389,13 +407,14 @@ forEachBackend("Semaphore", (it, backend) => {
       )
     }))
 
-  it.scoped("acquisition policies: tryOnce fails with LockUnavailable; wait gives up at its deadline or gets in", () =>
+  it.scoped("acquisition policies: tryOnce fails with LeaseUnavailable; wait gives up at its deadline or gets in", () =>
     Effect.gen(function*() {
       const ns = fresh()
       const S = Semaphore.make<string>(ns, 2, "30 seconds")
       const holder = some(yield* S.tryAcquire("t", 2))
       const once = yield* Effect.flip(Semaphore.withPermits(S, "t", 1, { acquire: Lock.tryOnce })(Effect.void))
-      expect(once).toBeInstanceOf(Lock.LeaseUnavailable)
+      expect(once).toBeInstanceOf(Semaphore.LeaseUnavailable)
+      expect(once).toBeInstanceOf(Lock.LockUnavailable)
       expect(once).toMatchObject({ _tag: "LeaseUnavailable", lock: `Semaphore(${ns})`, name: "t" })
       expect(once.message).toBe(`Semaphore(${ns}) "t" is held by someone else`)
       const before = performance.now()

@@ -2,6 +2,7 @@
 import * as Duration from "effect/Duration"
 import * as Either from "effect/Either"
 import * as Admission_ from "../Admission.js"
+import * as Capability from "../Capability.js"
 import type * as FixedWindow from "../FixedWindow.js"
 import type * as Redis from "../Redis.js"
 import type * as Script from "../Script.js"
@@ -15,7 +16,7 @@ import { define, manyLua, manyTwin, ReplyError } from "./script.js"
 const KIND = "FixedWindow"
 
 /** @internal */
-export const entity = Object.freeze({ kind: KIND }) as FixedWindow.Entity
+export const entity: FixedWindow.Entity = Capability.entity(KIND)
 
 /** @internal */
 export const TypeId: FixedWindow.TypeId = Symbol.for("wakuwaku/FixedWindow") as FixedWindow.TypeId

@@ -21,6 +21,12 @@ import { define, flag, manyLua, manyTwin, runOn } from "./script.js"
 const KIND = "Lock"
 
 /** @internal */
+export const TypeId: Lock.TypeId = Symbol.for("wakuwaku/Lock") as Lock.TypeId
+
+/** @internal */
+export const isLock = (u: unknown): u is Lock.Lock<never> => typeof u === "object" && u !== null && TypeId in u
+
+/** @internal */
 export const entity: Lock.Entity = Capability.entity(KIND)
 
 /**
@@ -105,6 +111,7 @@ export const EXTEND = define({
 })
 
 class LockImpl<Name extends Redis.KeyName> implements Lock.Lock<Name> {
+  readonly [TypeId]: Lock.TypeId = TypeId
   readonly label: string
   readonly leaseMillis: string
   constructor(readonly namespace: string, readonly ttl: Duration.Duration) {

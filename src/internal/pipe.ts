@@ -23,6 +23,12 @@ import * as core from "./service.js"
 const KIND = "Pipe"
 
 /** @internal */
+export const TypeId: Pipe.TypeId = Symbol.for("wakuwaku/Pipe") as Pipe.TypeId
+
+/** @internal */
+export const isPipe = (u: unknown): u is Pipe.Pipe<never, unknown> => typeof u === "object" && u !== null && TypeId in u
+
+/** @internal */
 export const entity: Pipe.Entity = Capability.entity(KIND)
 
 /**
@@ -79,6 +85,7 @@ export const lossOf = (value: unknown, path: string, parents: Array<object>): st
 }
 
 class PipeImpl<Name extends Redis.KeyName, A> implements Pipe.Pipe<Name, A> {
+  readonly [TypeId]: Pipe.TypeId = TypeId
   readonly label: string
   readonly ttlMillis: number
   readonly encode: (a: A) => Either.Either<unknown, ParseResult.ParseError>

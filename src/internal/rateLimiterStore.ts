@@ -7,6 +7,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
+import * as Capability from "../Capability.js"
 import type * as Store from "../RateLimiterStore.js"
 import type * as Redis from "../Redis.js"
 import type * as Script from "../Script.js"
@@ -21,7 +22,7 @@ import * as core from "./service.js"
 const KIND = "RateLimiterStore"
 
 /** @internal */
-export const entity = Object.freeze({ kind: KIND }) as Store.Entity
+export const entity: Store.Entity = Capability.entity(KIND)
 
 const isInt = (u: unknown): u is number => typeof u === "number" && Number.isSafeInteger(u)
 

@@ -3,6 +3,7 @@ import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
+import * as Capability from "../Capability.js"
 import type * as Lock from "../Lock.js"
 import type * as Redis from "../Redis.js"
 import type * as RwLock from "../RwLock.js"
@@ -19,7 +20,13 @@ import { define, flag, runOn } from "./script.js"
 const KIND = "RwLock"
 
 /** @internal */
-export const entity = Object.freeze({ kind: KIND }) as RwLock.Entity
+export const TypeId: RwLock.TypeId = Symbol.for("wakuwaku/RwLock") as RwLock.TypeId
+
+/** @internal */
+export const isRwLock = (u: unknown): u is RwLock.RwLock<never> => typeof u === "object" && u !== null && TypeId in u
+
+/** @internal */
+export const entity: RwLock.Entity = Capability.entity(KIND)
 
 /**
  * @internal Lua of the reader set, which every script that touches it defines after NOW_US (`now`, the
@@ -205,6 +212,7 @@ interface Keys {
 }
 
 class RwLockImpl<Name extends Redis.KeyName> implements RwLock.RwLock<Name> {
+  readonly [TypeId]: RwLock.TypeId = TypeId
   readonly label: string
   readonly leaseMillis: string
   constructor(readonly namespace: string, readonly ttl: Duration.Duration) {

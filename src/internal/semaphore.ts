@@ -25,6 +25,13 @@ import * as core from "./service.js"
 const KIND = "Semaphore"
 
 /** @internal */
+export const TypeId: Semaphore.TypeId = Symbol.for("wakuwaku/Semaphore") as Semaphore.TypeId
+
+/** @internal */
+export const isSemaphore = (u: unknown): u is Semaphore.Semaphore<never> =>
+  typeof u === "object" && u !== null && TypeId in u
+
+/** @internal */
 export const entity: Semaphore.Entity = Capability.entity(KIND)
 
 /**
@@ -272,6 +279,7 @@ interface Keys {
 }
 
 class SemaphoreImpl<Name extends Redis.KeyName> implements Semaphore.Semaphore<Name> {
+  readonly [TypeId]: Semaphore.TypeId = TypeId
   readonly label: string
   readonly leaseMillis: string
   readonly permitsArg: string

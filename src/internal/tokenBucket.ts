@@ -7,6 +7,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
+import * as Capability from "../Capability.js"
 import * as Rate from "../Rate.js"
 import type * as Redis from "../Redis.js"
 import type * as Script from "../Script.js"
@@ -22,7 +23,7 @@ import * as core from "./service.js"
 const KIND = "TokenBucket"
 
 /** @internal */
-export const entity = Object.freeze({ kind: KIND }) as TokenBucket.Entity
+export const entity: TokenBucket.Entity = Capability.entity(KIND)
 
 /** @internal */
 export const TypeId: TokenBucket.TypeId = Symbol.for("wakuwaku/TokenBucket") as TokenBucket.TypeId
