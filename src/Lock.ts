@@ -16,7 +16,7 @@
  *   server time in microseconds, or the last fence plus one if that is larger. This assumes the server
  *   clock does not step backwards by more than a lease.
  * - {@link withLock} releases on every exit, renews the lease every third of it, and interrupts its
- *   body with {@link LockLost} as soon as the lease is lost, and at the latest at the lease's end as the
+ *   body with {@link LeaseLost} as soon as the lease is lost, and at the latest at the lease's end as the
  *   client counts it (from when the grant or the last confirmed renewal was sent) if no renewal was
  *   confirmed by then: before Redis can grant the name to anyone else.
  *
@@ -169,7 +169,7 @@ export type Acquire =
   }
 
 /**
- * Try once; fail with {@link LockUnavailable} if the lock is held.
+ * Try once; fail with {@link LeaseUnavailable} if the lock is held.
  *
  * @since 0.1.0
  * @category acquisition
@@ -177,7 +177,7 @@ export type Acquire =
 export const tryOnce: Acquire = { _tag: "Try" }
 
 /**
- * Retry following `schedule` until `deadline`, then fail with {@link LockUnavailable}. A `deadline` that
+ * Retry following `schedule` until `deadline`, then fail with {@link LeaseUnavailable}. A `deadline` that
  * is not a duration longer than zero throws a `RangeError` here.
  *
  * @since 0.1.0
@@ -339,7 +339,7 @@ export type Failure = LeaseUnavailable | Redis.RedisError | Redis.InvalidInput
 /**
  * Holds the lock while `effect` runs: acquires it as `options.acquire` says, renews the lease in the
  * background, and releases it on every exit (success, failure, interruption). If the lease is lost,
- * `effect` is interrupted and the whole fails with {@link LockLost}. Dual: `withLock(lock, name)(effect)`
+ * `effect` is interrupted and the whole fails with {@link LeaseLost}. Dual: `withLock(lock, name)(effect)`
  * or `withLock(effect, lock, name)`. Options are checked when it is applied (a `renewEvery` that is not
  * longer than zero and shorter than half the lease throws a `RangeError`).
  *
@@ -353,13 +353,13 @@ export const withLock: {
     options?: Options
   ): <A, E, R>(
     effect: Effect.Effect<A, E, R>
-  ) => Effect.Effect<A, E | LockLost | LockUnavailable | Redis.RedisError | Redis.InvalidInput, R | Requirements>
+  ) => Effect.Effect<A, E | LeaseLost | Failure, R | Requirements>
   <A, E, R, Name extends Redis.KeyName>(
     effect: Effect.Effect<A, E, R>,
     lock: Lock<Name>,
     name: Name,
     options?: Options
-  ): Effect.Effect<A, E | LockLost | LockUnavailable | Redis.RedisError | Redis.InvalidInput, R | Requirements>
+  ): Effect.Effect<A, E | LeaseLost | Failure, R | Requirements>
 } = dual(
   (args) => Effect.isEffect(args[0]),
   <A, E, R, Name extends Redis.KeyName>(
@@ -371,7 +371,7 @@ export const withLock: {
 )
 
 /**
- * The lock held for the rest of the scope: the token, and `lost`, which fails with {@link LockLost}
+ * The lock held for the rest of the scope: the token, and `lost`, which fails with {@link LeaseLost}
  * once the lease is lost (race your work against it; {@link withLock} does this for you).
  *
  * @since 0.1.0
@@ -382,7 +382,7 @@ export const scoped = <Name extends Redis.KeyName>(
   name: Name,
   options?: Options
 ): Effect.Effect<
-  { readonly token: LockToken; readonly lost: Effect.Effect<never, LockLost> },
-  LockUnavailable | Redis.RedisError | Redis.InvalidInput,
+  { readonly token: LockToken; readonly lost: Effect.Effect<never, LeaseLost> },
+  Failure,
   Requirements | Scope.Scope
 > => internal.scoped(lock, name, options)
