@@ -16,7 +16,7 @@
  *   server time in microseconds, or the last fence plus one if that is larger. This assumes the server
  *   clock does not step backwards by more than a lease.
  * - {@link withLock} releases on every exit, renews the lease every third of it, and interrupts its
- *   body with {@link LockLost} as soon as the lease is lost, and at the latest at the lease's end as the
+ *   body with {@link LeaseLost} as soon as the lease is lost, and at the latest at the lease's end as the
  *   client counts it (from when the grant or the last confirmed renewal was sent) if no renewal was
  *   confirmed by then: before Redis can grant the name to anyone else.
  *
@@ -39,17 +39,39 @@
  *
  * @since 0.1.0
  */
+import type * as Cause from "effect/Cause"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import { dual } from "effect/Function"
 import type * as Inspectable from "effect/Inspectable"
 import type * as Option from "effect/Option"
 import type * as Schedule from "effect/Schedule"
-import * as Schema from "effect/Schema"
+import type * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
-import * as Capability from "./Capability.js"
+import type * as Capability from "./Capability.js"
+import * as lease from "./internal/lease.js"
 import * as internal from "./internal/lock.js"
 import type * as Redis from "./Redis.js"
+
+/**
+ * @since 0.2.0
+ * @category type ids
+ */
+export const TypeId: unique symbol = internal.TypeId
+
+/**
+ * @since 0.2.0
+ * @category type ids
+ */
+export type TypeId = typeof TypeId
+
+/**
+ * Whether a value is a lock made by {@link make}.
+ *
+ * @since 0.2.0
+ * @category guards
+ */
+export const isLock: (u: unknown) => u is Lock<never> = internal.isLock
 
 /**
  * @since 0.1.0
@@ -61,7 +83,7 @@ export type Entity = Capability.Entity<"Lock">
  * @since 0.1.0
  * @category capabilities
  */
-export const entity: Entity = Capability.entity("Lock")
+export const entity: Entity = internal.entity
 
 /**
  * What every lock operation needs. All of them write.
@@ -73,23 +95,33 @@ export const entity: Entity = Capability.entity("Lock")
 export type Requirements = Redis.Redis | Capability.Write<Capability.Entity<"Lock">>
 
 /**
- * The proof of holding a lock. Its secret never appears in `toString`, `inspect` or JSON.
+ * The proof of holding a lease with a fence: a Lock's grant, an RwLock's write grant, and (with its
+ * count) a Semaphore's permit. It releases and extends itself; its operations need `R`, the structure's
+ * {@link Requirements}. Its secret never appears in `toString`, `inspect` or JSON.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export interface Token<R> extends Inspectable.Inspectable {
+  /** The structure's namespace. */
+  readonly namespace: string
+  /** The name, as encoded into the key. */
+  readonly name: string
+  /** Strictly increases with every grant of this name: pass it to what the lease protects. */
+  readonly fence: bigint
+  /** Ends the lease: `false` when it had already run out (someone else's hold is left alone). */
+  readonly release: Effect.Effect<boolean, Redis.RedisError, R>
+  /** Restarts the lease: `false` when it had already run out. */
+  readonly extend: Effect.Effect<boolean, Redis.RedisError, R>
+}
+
+/**
+ * The proof of holding a lock: a {@link Token} whose operations need this module's {@link Requirements}.
  *
  * @since 0.1.0
  * @category models
  */
-export interface LockToken extends Inspectable.Inspectable {
-  /** The lock's namespace. */
-  readonly namespace: string
-  /** The name, as encoded into the key. */
-  readonly name: string
-  /** Strictly increases with every grant of this name: pass it to what the lock protects. */
-  readonly fence: bigint
-  /** Releases the lock: `false` when the lease had already run out and the lock was not this token's. */
-  readonly release: Effect.Effect<boolean, Redis.RedisError, Requirements>
-  /** Restarts the lease: `false` when it had already run out. */
-  readonly extend: Effect.Effect<boolean, Redis.RedisError, Requirements>
-}
+export type LockToken = Token<Requirements>
 
 /**
  * A leased lock: a plain immutable value, declared once as a module-level constant.
@@ -98,6 +130,7 @@ export interface LockToken extends Inspectable.Inspectable {
  * @category models
  */
 export interface Lock<in Name extends Redis.KeyName> {
+  readonly [TypeId]: TypeId
   readonly namespace: string
   /** The lease. */
   readonly ttl: Duration.Duration
@@ -136,7 +169,7 @@ export type Acquire =
   }
 
 /**
- * Try once; fail with {@link LockUnavailable} if the lock is held.
+ * Try once; fail with {@link LeaseUnavailable} if the lock is held.
  *
  * @since 0.1.0
  * @category acquisition
@@ -144,7 +177,7 @@ export type Acquire =
 export const tryOnce: Acquire = { _tag: "Try" }
 
 /**
- * Retry following `schedule` until `deadline`, then fail with {@link LockUnavailable}. A `deadline` that
+ * Retry following `schedule` until `deadline`, then fail with {@link LeaseUnavailable}. A `deadline` that
  * is not a duration longer than zero throws a `RangeError` here.
  *
  * @since 0.1.0
@@ -173,50 +206,140 @@ export interface Options {
 }
 
 /**
- * The lock was held by someone else for as long as the acquisition policy allowed.
+ * A lease (of a Lock, of an RwLock's read or write side, of a Semaphore's permits) was held by someone
+ * else for as long as the acquisition policy allowed. The same class as `RwLock.LeaseUnavailable` and
+ * `Semaphore.LeaseUnavailable`; {@link LockUnavailable} is another name of it.
  *
- * @since 0.1.0
+ * @since 0.2.0
  * @category errors
  */
-export class LockUnavailable
-  extends Schema.TaggedError<LockUnavailable>("wakuwaku/LockUnavailable")("LockUnavailable", {
-    /** Such as `Lock(job)` or `RwLock(doc).write`. */
-    lock: Schema.String,
-    /** The name, as encoded into the key. */
-    name: Schema.String
-  })
-{
-  override get message(): string {
-    return `${this.lock} ${JSON.stringify(this.name)} is held by someone else`
-  }
+export interface LeaseUnavailable extends Cause.YieldableError {
+  readonly _tag: "LeaseUnavailable"
+  /** Such as `Lock(job)`, `RwLock(doc).write` or `Semaphore(pool)`. */
+  readonly lock: string
+  /** The name, as encoded into the key. */
+  readonly name: string
 }
+
+/**
+ * The class of {@link LeaseUnavailable}, and its schema.
+ *
+ * @since 0.2.0
+ * @category errors
+ */
+export const LeaseUnavailable: Schema.TaggedErrorClass<LeaseUnavailable, "LeaseUnavailable", {
+  readonly _tag: Schema.tag<"LeaseUnavailable">
+  readonly lock: typeof Schema.String
+  readonly name: typeof Schema.String
+}> = lease.LeaseUnavailable
+
+/**
+ * The type of the schema {@link LeaseLostReason}.
+ *
+ * @since 0.2.0
+ * @category errors
+ */
+export type LeaseLostReasonSchema = Schema.Literal<["Expired", "Unconfirmed"]>
+
+/**
+ * Why a lease was lost: see {@link LeaseLost}.
+ *
+ * @since 0.2.0
+ * @category errors
+ */
+export type LeaseLostReason = LeaseLostReasonSchema["Type"]
+
+/**
+ * The schema of {@link LeaseLostReason}.
+ *
+ * @since 0.2.0
+ * @category errors
+ */
+export const LeaseLostReason: LeaseLostReasonSchema = lease.LeaseLostReason
 
 /**
  * The lease was lost while held: a renewal found it had run out (`Expired`: the key was deleted, or
  * renewals came too late), or its end came with no renewal confirmed (`Unconfirmed`: Redis stalled,
  * refused or answered too late; the end is counted from when the grant or the last confirmed renewal
  * was sent). The protected effect has been interrupted, at that end at the latest; if the grant itself
- * was answered after its end, the effect never started.
+ * was answered after its end, the effect never started. The same class for every leased structure;
+ * {@link LockLost} is another name of it.
+ *
+ * @since 0.2.0
+ * @category errors
+ */
+export interface LeaseLost extends Cause.YieldableError {
+  readonly _tag: "LeaseLost"
+  /** Such as `Lock(job)`, `RwLock(doc).write` or `Semaphore(pool)`. */
+  readonly lock: string
+  /** The name, as encoded into the key. */
+  readonly name: string
+  /** The fence of the grant that was lost (none for a read lease); a decimal string in JSON. */
+  readonly fence: bigint | undefined
+  readonly reason: LeaseLostReason
+}
+
+/**
+ * The class of {@link LeaseLost}, and its schema.
+ *
+ * @since 0.2.0
+ * @category errors
+ */
+export const LeaseLost: Schema.TaggedErrorClass<LeaseLost, "LeaseLost", {
+  readonly _tag: Schema.tag<"LeaseLost">
+  readonly lock: typeof Schema.String
+  readonly name: typeof Schema.String
+  readonly fence: Schema.UndefinedOr<typeof Schema.BigInt>
+  readonly reason: LeaseLostReasonSchema
+}> = lease.LeaseLost
+
+/**
+ * The lock was held by someone else for as long as the acquisition policy allowed: another name of
+ * {@link LeaseUnavailable} (the same class; its `_tag` is `"LeaseUnavailable"`).
  *
  * @since 0.1.0
  * @category errors
  */
-export class LockLost extends Schema.TaggedError<LockLost>("wakuwaku/LockLost")("LockLost", {
-  lock: Schema.String,
-  name: Schema.String,
-  /** The fence of the grant that was lost (none for a read lease); a decimal string in JSON. */
-  fence: Schema.UndefinedOr(Schema.BigInt),
-  reason: Schema.Literal("Expired", "Unconfirmed")
-}) {
-  override get message(): string {
-    return `${this.lock} ${JSON.stringify(this.name)} was lost while held (${this.reason})`
-  }
-}
+export type LockUnavailable = LeaseUnavailable
+
+/**
+ * Another name of {@link LeaseUnavailable}: the same class.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export const LockUnavailable: typeof LeaseUnavailable = LeaseUnavailable
+
+/**
+ * The lease was lost while held: another name of {@link LeaseLost} (the same class; its `_tag` is
+ * `"LeaseLost"`).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export type LockLost = LeaseLost
+
+/**
+ * Another name of {@link LeaseLost}: the same class.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export const LockLost: typeof LeaseLost = LeaseLost
+
+/**
+ * What a leased structure's operations fail with, besides losing a held lease: the lease was
+ * unavailable, Redis failed, or an argument was refused.
+ *
+ * @since 0.2.0
+ * @category errors
+ */
+export type Failure = LeaseUnavailable | Redis.RedisError | Redis.InvalidInput
 
 /**
  * Holds the lock while `effect` runs: acquires it as `options.acquire` says, renews the lease in the
  * background, and releases it on every exit (success, failure, interruption). If the lease is lost,
- * `effect` is interrupted and the whole fails with {@link LockLost}. Dual: `withLock(lock, name)(effect)`
+ * `effect` is interrupted and the whole fails with {@link LeaseLost}. Dual: `withLock(lock, name)(effect)`
  * or `withLock(effect, lock, name)`. Options are checked when it is applied (a `renewEvery` that is not
  * longer than zero and shorter than half the lease throws a `RangeError`).
  *
@@ -230,13 +353,13 @@ export const withLock: {
     options?: Options
   ): <A, E, R>(
     effect: Effect.Effect<A, E, R>
-  ) => Effect.Effect<A, E | LockLost | LockUnavailable | Redis.RedisError | Redis.InvalidInput, R | Requirements>
+  ) => Effect.Effect<A, E | LeaseLost | Failure, R | Requirements>
   <A, E, R, Name extends Redis.KeyName>(
     effect: Effect.Effect<A, E, R>,
     lock: Lock<Name>,
     name: Name,
     options?: Options
-  ): Effect.Effect<A, E | LockLost | LockUnavailable | Redis.RedisError | Redis.InvalidInput, R | Requirements>
+  ): Effect.Effect<A, E | LeaseLost | Failure, R | Requirements>
 } = dual(
   (args) => Effect.isEffect(args[0]),
   <A, E, R, Name extends Redis.KeyName>(
@@ -248,7 +371,7 @@ export const withLock: {
 )
 
 /**
- * The lock held for the rest of the scope: the token, and `lost`, which fails with {@link LockLost}
+ * The lock held for the rest of the scope: the token, and `lost`, which fails with {@link LeaseLost}
  * once the lease is lost (race your work against it; {@link withLock} does this for you).
  *
  * @since 0.1.0
@@ -259,7 +382,7 @@ export const scoped = <Name extends Redis.KeyName>(
   name: Name,
   options?: Options
 ): Effect.Effect<
-  { readonly token: LockToken; readonly lost: Effect.Effect<never, LockLost> },
-  LockUnavailable | Redis.RedisError | Redis.InvalidInput,
+  { readonly token: LockToken; readonly lost: Effect.Effect<never, LeaseLost> },
+  Failure,
   Requirements | Scope.Scope
 > => internal.scoped(lock, name, options)

@@ -48,14 +48,36 @@
  *
  * @since 0.1.0
  */
+import type * as Cause from "effect/Cause"
 import type * as Duration from "effect/Duration"
 import type * as Effect from "effect/Effect"
-import * as Schema from "effect/Schema"
+import type * as Schema from "effect/Schema"
 import type * as SchemaAST from "effect/SchemaAST"
 import type * as Stream from "effect/Stream"
-import * as Capability from "./Capability.js"
+import type * as Capability from "./Capability.js"
 import * as internal from "./internal/pipe.js"
+import * as errors from "./internal/pipe/errors.js"
 import type * as Redis from "./Redis.js"
+
+/**
+ * @since 0.2.0
+ * @category type ids
+ */
+export const TypeId: unique symbol = internal.TypeId
+
+/**
+ * @since 0.2.0
+ * @category type ids
+ */
+export type TypeId = typeof TypeId
+
+/**
+ * Whether a value is a pipe made by {@link make}.
+ *
+ * @since 0.2.0
+ * @category guards
+ */
+export const isPipe: (u: unknown) => u is Pipe<never, unknown> = internal.isPipe
 
 /**
  * @since 0.1.0
@@ -67,7 +89,7 @@ export type Entity = Capability.Entity<"Pipe">
  * @since 0.1.0
  * @category capabilities
  */
-export const entity: Entity = Capability.entity("Pipe")
+export const entity: Entity = internal.entity
 
 /**
  * What every pipe operation needs. All of them write: taking a message removes it.
@@ -135,6 +157,7 @@ export type ReceiveError = Redis.RedisError | Redis.InvalidInput | MessageError 
  * @category models
  */
 export interface Pipe<in Name extends Redis.KeyName, A> {
+  readonly [TypeId]: TypeId
   readonly namespace: string
   /** How long a message waits for the receiver, and how long the receiver waits for a message. */
   readonly ttl: Duration.Duration
@@ -232,18 +255,52 @@ export const duplex = <Name extends Redis.KeyName, Out, In>(
  * @since 0.1.0
  * @category errors
  */
-export class PipeAbandoned extends Schema.TaggedError<PipeAbandoned>("wakuwaku/PipeAbandoned")("PipeAbandoned", {
+export interface PipeAbandoned extends Omit<Cause.YieldableError, "pipe"> {
+  readonly _tag: "PipeAbandoned"
   /** Such as `Pipe(to-client)`. */
-  pipe: Schema.String,
+  readonly pipe: string
   /** The name, as encoded into the key. */
-  name: Schema.String,
+  readonly name: string
   /** The TTL it waited for. */
-  ttl: Schema.Duration
-}) {
-  override get message(): string {
-    return `${this.pipe} ${JSON.stringify(this.name)}: nothing arrived for a whole TTL`
-  }
+  readonly ttl: Duration.Duration
 }
+
+/**
+ * The class of {@link PipeAbandoned}, and its schema.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export const PipeAbandoned: Schema.TaggedErrorClass<PipeAbandoned, "PipeAbandoned", {
+  readonly _tag: Schema.tag<"PipeAbandoned">
+  readonly pipe: typeof Schema.String
+  readonly name: typeof Schema.String
+  readonly ttl: typeof Schema.Duration
+}> = errors.PipeAbandoned
+
+/**
+ * The type of the schema {@link PipeBusyReason}.
+ *
+ * @since 0.2.0
+ * @category errors
+ */
+export type PipeBusyReasonSchema = Schema.Literal<["Held", "Lost"]>
+
+/**
+ * Why a receiver cannot receive: see {@link PipeBusy}.
+ *
+ * @since 0.2.0
+ * @category errors
+ */
+export type PipeBusyReason = PipeBusyReasonSchema["Type"]
+
+/**
+ * The schema of {@link PipeBusyReason}.
+ *
+ * @since 0.2.0
+ * @category errors
+ */
+export const PipeBusyReason: PipeBusyReasonSchema = errors.PipeBusyReason
 
 /**
  * No receiving: `Held`, another receiver holds the pipe (its lease runs until it stops, or one TTL
@@ -253,17 +310,25 @@ export class PipeAbandoned extends Schema.TaggedError<PipeAbandoned>("wakuwaku/P
  * @since 0.1.0
  * @category errors
  */
-export class PipeBusy extends Schema.TaggedError<PipeBusy>("wakuwaku/PipeBusy")("PipeBusy", {
-  pipe: Schema.String,
-  name: Schema.String,
-  reason: Schema.Literal("Held", "Lost")
-}) {
-  override get message(): string {
-    return this.reason === "Held"
-      ? `${this.pipe} ${JSON.stringify(this.name)} already has a receiver`
-      : `${this.pipe} ${JSON.stringify(this.name)}: the receiver's lease was lost`
-  }
+export interface PipeBusy extends Omit<Cause.YieldableError, "pipe"> {
+  readonly _tag: "PipeBusy"
+  readonly pipe: string
+  readonly name: string
+  readonly reason: PipeBusyReason
 }
+
+/**
+ * The class of {@link PipeBusy}, and its schema.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export const PipeBusy: Schema.TaggedErrorClass<PipeBusy, "PipeBusy", {
+  readonly _tag: Schema.tag<"PipeBusy">
+  readonly pipe: typeof Schema.String
+  readonly name: typeof Schema.String
+  readonly reason: PipeBusyReasonSchema
+}> = errors.PipeBusy
 
 /**
  * A payload that does not decode through the pipe's schema. It has been taken out of the pipe, so it
@@ -272,16 +337,26 @@ export class PipeBusy extends Schema.TaggedError<PipeBusy>("wakuwaku/PipeBusy")(
  * @since 0.1.0
  * @category errors
  */
-export class MessageError extends Schema.TaggedError<MessageError>("wakuwaku/MessageError")("MessageError", {
-  pipe: Schema.String,
-  name: Schema.String,
+export interface MessageError extends Omit<Cause.YieldableError, "pipe"> {
+  readonly _tag: "MessageError"
+  readonly pipe: string
+  readonly name: string
   /** The payload exactly as Redis held it. */
-  raw: Schema.String,
+  readonly raw: string
   /** Why it did not decode: the `ParseError` (in JSON, as `Schema.Defect` encodes it). */
-  cause: Schema.Defect
-}) {
-  override get message(): string {
-    const cause = this.cause instanceof Error ? this.cause.message : String(this.cause)
-    return `${this.pipe} ${JSON.stringify(this.name)}: a message did not decode: ${cause}`
-  }
+  readonly cause: unknown
 }
+
+/**
+ * The class of {@link MessageError}, and its schema.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export const MessageError: Schema.TaggedErrorClass<MessageError, "MessageError", {
+  readonly _tag: Schema.tag<"MessageError">
+  readonly pipe: typeof Schema.String
+  readonly name: typeof Schema.String
+  readonly raw: typeof Schema.String
+  readonly cause: typeof Schema.Defect
+}> = errors.MessageError

@@ -134,13 +134,15 @@ import type * as HttpServer from "@effect/platform/HttpServer"
 import type * as HttpServerError from "@effect/platform/HttpServerError"
 import type * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import type * as HttpServerResponse from "@effect/platform/HttpServerResponse"
-import * as Context from "effect/Context"
+import type * as Cause from "effect/Cause"
+import type * as Context from "effect/Context"
 import type * as Duration from "effect/Duration"
 import { dual } from "effect/Function"
 import type * as Layer from "effect/Layer"
-import * as Schema from "effect/Schema"
+import type * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import type * as ClientIp from "./ClientIp.js"
+import * as errors from "./internal/proxy/errors.js"
 import * as internal from "./internal/proxy/forward.js"
 import * as internalServe from "./internal/proxy/serve.js"
 import * as internalServer from "./internal/proxy/server.js"
@@ -273,15 +275,25 @@ export const identify: <E, R>(app: HttpApp.Default<E, R>) => HttpApp.Default<E, 
  * @since 0.1.0
  * @category errors
  */
-export type ProxyErrorReason =
-  | "Refused"
-  | "Reset"
-  | "Unresolved"
-  | "Unreachable"
-  | "Protocol"
-  | "ConnectTimeout"
-  | "Timeout"
-  | "RequestBody"
+export type ProxyErrorReason = ProxyErrorReasonSchema["Type"]
+
+/**
+ * The type of the schema {@link ProxyErrorReason}.
+ *
+ * @since 0.2.0
+ * @category errors
+ */
+export type ProxyErrorReasonSchema = Schema.Literal<
+  ["Refused", "Reset", "Unresolved", "Unreachable", "Protocol", "ConnectTimeout", "Timeout", "RequestBody"]
+>
+
+/**
+ * The schema of {@link ProxyErrorReason}.
+ *
+ * @since 0.2.0
+ * @category errors
+ */
+export const ProxyErrorReason: ProxyErrorReasonSchema = errors.ProxyErrorReason
 
 /**
  * A request the proxy could not forward, or whose response did not come. {@link make} turns it into a
@@ -291,29 +303,27 @@ export type ProxyErrorReason =
  * @since 0.1.0
  * @category errors
  */
-export class ProxyError extends Schema.TaggedError<ProxyError>("wakuwaku/ProxyError")("ProxyError", {
+export interface ProxyError extends Cause.YieldableError {
+  readonly _tag: "ProxyError"
   /** Why. */
-  reason: Schema.Literal(
-    "Refused",
-    "Reset",
-    "Unresolved",
-    "Unreachable",
-    "Protocol",
-    "ConnectTimeout",
-    "Timeout",
-    "RequestBody"
-  ),
+  readonly reason: ProxyErrorReason
   /** What the client or the socket said (`Schema.Defect` encodes it across an API). */
-  cause: Schema.Defect
-}) {
+  readonly cause: unknown
   /** The status the proxy answers with: 502, 504 or 400. */
-  get status(): number {
-    return internal.STATUS[this.reason].status
-  }
-  override get message(): string {
-    return `${this.status} ${internal.STATUS[this.reason].text}`
-  }
+  readonly status: number
 }
+
+/**
+ * The class of {@link ProxyError}, and its schema.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export const ProxyError: Schema.TaggedErrorClass<ProxyError, "ProxyError", {
+  readonly _tag: Schema.tag<"ProxyError">
+  readonly reason: ProxyErrorReasonSchema
+  readonly cause: typeof Schema.Defect
+}> = errors.ProxyError
 
 /**
  * The response the proxy sends for a failure: its status, a one-line `text/plain` body, and
@@ -405,11 +415,21 @@ export interface Address {
  * @since 0.1.0
  * @category tags
  */
-export class Server extends Context.Tag("wakuwaku/Proxy/Server")<Server, {
-  readonly address: Address
-  /** How many names the denial memory holds now. */
-  readonly denials: () => number
-}>() {}
+export interface Server extends
+  Context.TagClassShape<"wakuwaku/Proxy/Server", {
+    readonly address: Address
+    /** How many names the denial memory holds now. */
+    readonly denials: () => number
+  }>
+{}
+
+/**
+ * The tag of {@link Server}: `yield* Proxy.Server` gives its address and denial count.
+ *
+ * @since 0.1.0
+ * @category tags
+ */
+export const Server: Context.Tag<Server, Server["Type"]> = errors.Server
 
 /**
  * The server could not listen (the port is taken, the address is not this host's).
@@ -417,15 +437,25 @@ export class Server extends Context.Tag("wakuwaku/Proxy/Server")<Server, {
  * @since 0.1.0
  * @category errors
  */
-export class ListenError extends Schema.TaggedError<ListenError>("wakuwaku/Proxy/ListenError")("ListenError", {
-  port: Schema.Number,
-  host: Schema.optional(Schema.String),
-  cause: Schema.Defect
-}) {
-  override get message(): string {
-    return `cannot listen: ${this.cause instanceof Error ? this.cause.message : String(this.cause)}`
-  }
+export interface ListenError extends Cause.YieldableError {
+  readonly _tag: "ListenError"
+  readonly port: number
+  readonly host?: string | undefined
+  readonly cause: unknown
 }
+
+/**
+ * The class of {@link ListenError}, and its schema.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export const ListenError: Schema.TaggedErrorClass<ListenError, "ListenError", {
+  readonly _tag: Schema.tag<"ListenError">
+  readonly port: typeof Schema.Number
+  readonly host: Schema.optional<typeof Schema.String>
+  readonly cause: typeof Schema.Defect
+}> = errors.ListenError
 
 /**
  * The rate-limiting reverse proxy on a node:http server of its own, for the layer's lifetime: what

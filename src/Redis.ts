@@ -48,14 +48,15 @@
  *
  * @since 0.1.0
  */
+import type * as Cause from "effect/Cause"
 import type * as Config from "effect/Config"
 import type * as ConfigError from "effect/ConfigError"
-import * as Context from "effect/Context"
+import type * as Context from "effect/Context"
 import type * as Duration from "effect/Duration"
 import type * as Effect from "effect/Effect"
 import type * as Layer from "effect/Layer"
 import type * as Redacted from "effect/Redacted"
-import * as Schema from "effect/Schema"
+import type * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import type {
   Cluster,
@@ -67,13 +68,14 @@ import type {
 import type * as Capability from "./Capability.js"
 import * as memory from "./internal/memory.js"
 import * as internal from "./internal/redis.js"
+import * as service from "./internal/service.js"
 import type * as Script from "./Script.js"
 
 /**
  * @since 0.1.0
  * @category type ids
  */
-export const TypeId: unique symbol = Symbol.for("wakuwaku/Redis")
+export const TypeId: unique symbol = service.TypeId
 
 /**
  * @since 0.1.0
@@ -151,7 +153,17 @@ export interface Dedicated {
  * @since 0.1.0
  * @category tags
  */
-export class Redis extends Context.Tag("wakuwaku/Redis")<Redis, Service>() {}
+export interface Redis {
+  readonly Redis: unique symbol
+}
+
+/**
+ * The tag of the {@link Service}: `yield* Redis.Redis` gives the service.
+ *
+ * @since 0.1.0
+ * @category tags
+ */
+export const Redis: Context.Tag<Redis, Service> = service.Redis
 
 /**
  * Why a Redis call failed.
@@ -175,16 +187,25 @@ export class Redis extends Context.Tag("wakuwaku/Redis")<Redis, Service>() {}
  * @since 0.1.0
  * @category errors
  */
-export type RedisErrorReason =
-  | "Connection"
-  | "Authentication"
-  | "Url"
-  | "Timeout"
-  | "ReadOnly"
-  | "OutOfMemory"
-  | "Script"
-  | "Reply"
-  | "Server"
+export type RedisErrorReason = RedisErrorReasonSchema["Type"]
+
+/**
+ * The type of the schema {@link RedisErrorReason}.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export type RedisErrorReasonSchema = Schema.Literal<
+  ["Connection", "Authentication", "Url", "Timeout", "ReadOnly", "OutOfMemory", "Script", "Reply", "Server"]
+>
+
+/**
+ * The schema of {@link RedisErrorReason}.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export const RedisErrorReason: RedisErrorReasonSchema = service.RedisErrorReason
 
 /**
  * A server or connection failure. Never a defect: it is in the error channel. A `Schema.TaggedError`,
@@ -197,29 +218,28 @@ export type RedisErrorReason =
  * @since 0.1.0
  * @category errors
  */
-export class RedisError extends Schema.TaggedError<RedisError>("wakuwaku/RedisError")("RedisError", {
+export interface RedisError extends Cause.YieldableError {
+  readonly _tag: "RedisError"
   /** Why it failed. */
-  reason: Schema.Literal(
-    "Connection",
-    "Authentication",
-    "Url",
-    "Timeout",
-    "ReadOnly",
-    "OutOfMemory",
-    "Script",
-    "Reply",
-    "Server"
-  ),
+  readonly reason: RedisErrorReason
   /** The command, or `script <name>`, or `connect`. */
-  operation: Schema.String,
+  readonly operation: string
   /** What ioredis or the server said. */
-  cause: Schema.Defect
-}) {
-  override get message(): string {
-    const cause = this.cause instanceof Error ? this.cause.message : String(this.cause)
-    return `Redis ${this.operation} failed (${this.reason}): ${cause}`
-  }
+  readonly cause: unknown
 }
+
+/**
+ * The class of {@link RedisError}: `new Redis.RedisError({ reason, operation, cause })`, and its schema.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export const RedisError: Schema.TaggedErrorClass<RedisError, "RedisError", {
+  readonly _tag: Schema.tag<"RedisError">
+  readonly reason: RedisErrorReasonSchema
+  readonly operation: typeof Schema.String
+  readonly cause: typeof Schema.Defect
+}> = service.RedisError
 
 /**
  * An argument that cannot be used: a cost that is not a non-negative safe integer, a name that cannot be
@@ -228,14 +248,28 @@ export class RedisError extends Schema.TaggedError<RedisError>("wakuwaku/RedisEr
  * @since 0.1.0
  * @category errors
  */
-export class InvalidInput extends Schema.TaggedError<InvalidInput>("wakuwaku/InvalidInput")("InvalidInput", {
+export interface InvalidInput extends Cause.YieldableError {
+  readonly _tag: "InvalidInput"
   /** The operation, such as `TokenBucket(login).acquire`. */
-  operation: Schema.String,
+  readonly operation: string
   /** Which argument: `name`, `cost`, … */
-  argument: Schema.String,
+  readonly argument: string
   /** What is wrong with it. */
-  message: Schema.String
-}) {}
+  readonly message: string
+}
+
+/**
+ * The class of {@link InvalidInput}: `new Redis.InvalidInput({ operation, argument, message })`, and its schema.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export const InvalidInput: Schema.TaggedErrorClass<InvalidInput, "InvalidInput", {
+  readonly _tag: Schema.tag<"InvalidInput">
+  readonly operation: typeof Schema.String
+  readonly argument: typeof Schema.String
+  readonly message: typeof Schema.String
+}> = service.InvalidInput
 
 /**
  * Options of the owned-client layers: ioredis options, with durations as `Duration`s.
@@ -391,7 +425,7 @@ export const layerClusterReadOnly = (options: ClusterOptions): Layer.Layer<ReadO
  * @since 0.1.0
  * @category type ids
  */
-export const MemoryStoreTypeId: unique symbol = Symbol.for("wakuwaku/MemoryStore")
+export const MemoryStoreTypeId: unique symbol = service.MemoryStoreTypeId
 
 /**
  * @since 0.1.0

@@ -22,13 +22,15 @@
  *
  * @since 0.1.0
  */
-import * as Context from "effect/Context"
+import type * as Cause from "effect/Cause"
+import type * as Context from "effect/Context"
 import type * as Duration from "effect/Duration"
 import type * as Effect from "effect/Effect"
 import type * as Layer from "effect/Layer"
-import * as Schema from "effect/Schema"
+import type * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import * as internal from "./internal/redisServer.js"
+import * as values from "./internal/redisServer/values.js"
 import type * as Redis from "./Redis.js"
 
 /**
@@ -52,7 +54,15 @@ export interface Server {
  * @since 0.1.0
  * @category tags
  */
-export class RedisServer extends Context.Tag("wakuwaku/RedisServer")<RedisServer, Server>() {}
+export interface RedisServer extends Context.TagClassShape<"wakuwaku/RedisServer", Server> {}
+
+/**
+ * The tag of {@link RedisServer}: `yield* RedisServer.RedisServer` gives the {@link Server}.
+ *
+ * @since 0.1.0
+ * @category tags
+ */
+export const RedisServer: Context.Tag<RedisServer, Server> = values.RedisServer
 
 /**
  * The server could not be started.
@@ -60,13 +70,47 @@ export class RedisServer extends Context.Tag("wakuwaku/RedisServer")<RedisServer
  * @since 0.1.0
  * @category errors
  */
-export class RedisServerError extends Schema.TaggedError<RedisServerError>("wakuwaku/RedisServerError")(
-  "RedisServerError",
-  {
-    reason: Schema.Literal("NotInstalled", "StartFailed", "Timeout"),
-    message: Schema.String
-  }
-) {}
+export interface RedisServerError extends Cause.YieldableError {
+  readonly _tag: "RedisServerError"
+  readonly reason: RedisServerErrorReason
+  readonly message: string
+}
+
+/**
+ * The class of {@link RedisServerError}, and its schema.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export const RedisServerError: Schema.TaggedErrorClass<RedisServerError, "RedisServerError", {
+  readonly _tag: Schema.tag<"RedisServerError">
+  readonly reason: RedisServerErrorReasonSchema
+  readonly message: typeof Schema.String
+}> = values.RedisServerError
+
+/**
+ * The type of the schema {@link RedisServerErrorReason}.
+ *
+ * @since 0.2.0
+ * @category errors
+ */
+export type RedisServerErrorReasonSchema = Schema.Literal<["NotInstalled", "StartFailed", "Timeout"]>
+
+/**
+ * Why the server could not be started.
+ *
+ * @since 0.2.0
+ * @category errors
+ */
+export type RedisServerErrorReason = RedisServerErrorReasonSchema["Type"]
+
+/**
+ * The schema of {@link RedisServerErrorReason}.
+ *
+ * @since 0.2.0
+ * @category errors
+ */
+export const RedisServerErrorReason: RedisServerErrorReasonSchema = values.RedisServerErrorReason
 
 /**
  * @since 0.1.0

@@ -44,8 +44,28 @@ import type * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
 import type * as Capability from "./Capability.js"
 import * as internal from "./internal/rwLock.js"
-import type * as Lock from "./Lock.js"
+import * as Lock from "./Lock.js"
 import type * as Redis from "./Redis.js"
+
+/**
+ * @since 0.2.0
+ * @category type ids
+ */
+export const TypeId: unique symbol = internal.TypeId
+
+/**
+ * @since 0.2.0
+ * @category type ids
+ */
+export type TypeId = typeof TypeId
+
+/**
+ * Whether a value is a reader-writer lock made by {@link make}.
+ *
+ * @since 0.2.0
+ * @category guards
+ */
+export const isRwLock: (u: unknown) => u is RwLock<never> = internal.isRwLock
 
 /**
  * @since 0.1.0
@@ -85,19 +105,12 @@ export interface ReadToken extends Inspectable.Inspectable {
 }
 
 /**
- * The write side's token: a {@link Lock.LockToken} whose operations need this lock's capability.
+ * The write side's token: a {@link Lock.Token} whose operations need this lock's capability.
  *
  * @since 0.1.0
  * @category models
  */
-export interface WriteToken extends Inspectable.Inspectable {
-  readonly namespace: string
-  readonly name: string
-  /** Strictly increases with every write grant of this name. */
-  readonly fence: bigint
-  readonly release: Effect.Effect<boolean, Redis.RedisError, Requirements>
-  readonly extend: Effect.Effect<boolean, Redis.RedisError, Requirements>
-}
+export type WriteToken = Lock.Token<Requirements>
 
 /**
  * A leased reader-writer lock: a plain immutable value, declared once as a module-level constant.
@@ -106,6 +119,7 @@ export interface WriteToken extends Inspectable.Inspectable {
  * @category models
  */
 export interface RwLock<in Name extends Redis.KeyName> {
+  readonly [TypeId]: TypeId
   readonly namespace: string
   /** The lease of each reader and of the writer. */
   readonly ttl: Duration.Duration
@@ -132,7 +146,47 @@ export const make = <Name extends Redis.KeyName = string>(
   ttl: Duration.DurationInput
 ): RwLock<Name> => internal.make<Name>(namespace, ttl)
 
-type Failure = Lock.LockUnavailable | Redis.RedisError | Redis.InvalidInput
+/**
+ * What the scoped forms fail with, besides {@link LeaseLost}: {@link Lock.Failure}.
+ *
+ * @since 0.2.0
+ * @category errors
+ */
+export type Failure = Lock.Failure
+
+/**
+ * The read or write lease was held by someone else for as long as the acquisition policy allowed: the
+ * class {@link Lock.LeaseUnavailable}, which every leased structure fails with.
+ *
+ * @since 0.2.0
+ * @category errors
+ */
+export type LeaseUnavailable = Lock.LeaseUnavailable
+
+/**
+ * The class {@link Lock.LeaseUnavailable}.
+ *
+ * @since 0.2.0
+ * @category errors
+ */
+export const LeaseUnavailable: typeof Lock.LeaseUnavailable = Lock.LeaseUnavailable
+
+/**
+ * A held read or write lease was lost: the class {@link Lock.LeaseLost}, which every leased structure
+ * fails with.
+ *
+ * @since 0.2.0
+ * @category errors
+ */
+export type LeaseLost = Lock.LeaseLost
+
+/**
+ * The class {@link Lock.LeaseLost}.
+ *
+ * @since 0.2.0
+ * @category errors
+ */
+export const LeaseLost: typeof Lock.LeaseLost = Lock.LeaseLost
 
 /**
  * Holds a read lease while `effect` runs, as {@link Lock.withLock} does. Dual: `withRead(rw, name)(effect)`
@@ -146,13 +200,13 @@ export const withRead: {
     rw: RwLock<Name>,
     name: Name,
     options?: Lock.Options
-  ): <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E | Lock.LockLost | Failure, R | Requirements>
+  ): <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E | LeaseLost | Failure, R | Requirements>
   <A, E, R, Name extends Redis.KeyName>(
     effect: Effect.Effect<A, E, R>,
     rw: RwLock<Name>,
     name: Name,
     options?: Lock.Options
-  ): Effect.Effect<A, E | Lock.LockLost | Failure, R | Requirements>
+  ): Effect.Effect<A, E | LeaseLost | Failure, R | Requirements>
 } = dual(
   (args) => Effect.isEffect(args[0]),
   <A, E, R, Name extends Redis.KeyName>(
@@ -175,13 +229,13 @@ export const withWrite: {
     rw: RwLock<Name>,
     name: Name,
     options?: Lock.Options
-  ): <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E | Lock.LockLost | Failure, R | Requirements>
+  ): <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E | LeaseLost | Failure, R | Requirements>
   <A, E, R, Name extends Redis.KeyName>(
     effect: Effect.Effect<A, E, R>,
     rw: RwLock<Name>,
     name: Name,
     options?: Lock.Options
-  ): Effect.Effect<A, E | Lock.LockLost | Failure, R | Requirements>
+  ): Effect.Effect<A, E | LeaseLost | Failure, R | Requirements>
 } = dual(
   (args) => Effect.isEffect(args[0]),
   <A, E, R, Name extends Redis.KeyName>(
@@ -203,7 +257,7 @@ export const scopedRead = <Name extends Redis.KeyName>(
   name: Name,
   options?: Lock.Options
 ): Effect.Effect<
-  { readonly token: ReadToken; readonly lost: Effect.Effect<never, Lock.LockLost> },
+  { readonly token: ReadToken; readonly lost: Effect.Effect<never, LeaseLost> },
   Failure,
   Requirements | Scope.Scope
 > => internal.scopedRead(rw, name, options)
@@ -219,7 +273,7 @@ export const scopedWrite = <Name extends Redis.KeyName>(
   name: Name,
   options?: Lock.Options
 ): Effect.Effect<
-  { readonly token: WriteToken; readonly lost: Effect.Effect<never, Lock.LockLost> },
+  { readonly token: WriteToken; readonly lost: Effect.Effect<never, LeaseLost> },
   Failure,
   Requirements | Scope.Scope
 > => internal.scopedWrite(rw, name, options)

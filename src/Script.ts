@@ -80,7 +80,15 @@ export type Reply = null | number | string | Error | ReadonlyArray<Reply>
  * @since 0.1.0
  * @category models
  */
-export class ReplyError extends Error {}
+export interface ReplyError extends Error {}
+
+/**
+ * The class of {@link ReplyError}: `throw new Script.ReplyError("WRONGTYPE …")`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const ReplyError: new(message?: string) => ReplyError = internal.ReplyError
 
 /**
  * The keyspace as a twin sees it: Redis's commands with Redis's rules (types and `WRONGTYPE`, empty

@@ -25,7 +25,7 @@
  *   after the holders that were in when it was refused have released (docs/semaphore.md states the
  *   bound).
  * - {@link withPermits} releases on every exit, renews the lease every third of it, and interrupts its
- *   body with `LockLost` as soon as the lease is lost, at its end at the latest, as `Lock.withLock` does.
+ *   body with {@link LeaseLost} as soon as the lease is lost, at its end at the latest, as `Lock.withLock` does.
  *
  * **Caveats.** One waiter at a time holds the others back; several large waiters get in in no set
  * order. {@link Semaphore.tryAcquire} never waits and leaves no intent. Leases do not by themselves
@@ -54,13 +54,32 @@
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import { dual } from "effect/Function"
-import type * as Inspectable from "effect/Inspectable"
 import type * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
 import type * as Capability from "./Capability.js"
 import * as internal from "./internal/semaphore.js"
-import type * as Lock from "./Lock.js"
+import * as Lock from "./Lock.js"
 import type * as Redis from "./Redis.js"
+
+/**
+ * @since 0.2.0
+ * @category type ids
+ */
+export const TypeId: unique symbol = internal.TypeId
+
+/**
+ * @since 0.2.0
+ * @category type ids
+ */
+export type TypeId = typeof TypeId
+
+/**
+ * Whether a value is a semaphore made by {@link make}.
+ *
+ * @since 0.2.0
+ * @category guards
+ */
+export const isSemaphore: (u: unknown) => u is Semaphore<never> = internal.isSemaphore
 
 /**
  * @since 0.1.0
@@ -84,20 +103,16 @@ export const entity: Entity = internal.entity
 export type Requirements = Redis.Redis | Capability.Write<Capability.Entity<"Semaphore">>
 
 /**
- * The proof of holding permits. Its secret never appears in `toString`, `inspect` or JSON. Give it back
- * with {@link Semaphore.release}.
+ * The proof of holding permits: a {@link Lock.Token} (it releases and extends itself, with this
+ * semaphore's capability) with the count it holds. Its secret never appears in `toString`, `inspect` or
+ * JSON.
  *
  * @since 0.1.0
  * @category models
  */
-export interface Permit extends Inspectable.Inspectable {
-  readonly namespace: string
-  /** The name, as encoded into the key. */
-  readonly name: string
+export interface Permit extends Lock.Token<Requirements> {
   /** How many permits it holds. */
   readonly permits: number
-  /** Strictly increases with every grant of this name: pass it to what the permits protect. */
-  readonly fence: bigint
 }
 
 /**
@@ -107,6 +122,7 @@ export interface Permit extends Inspectable.Inspectable {
  * @category models
  */
 export interface Semaphore<in Name extends Redis.KeyName> {
+  readonly [TypeId]: TypeId
   readonly namespace: string
   /** How many permits each name has. */
   readonly permits: number
@@ -142,13 +158,52 @@ export const make = <Name extends Redis.KeyName = string>(
   ttl: Duration.DurationInput
 ): Semaphore<Name> => internal.make<Name>(namespace, permits, ttl)
 
-type Failure = Lock.LockUnavailable | Redis.RedisError | Redis.InvalidInput
+/**
+ * What the scoped forms fail with, besides {@link LeaseLost}: {@link Lock.Failure}.
+ *
+ * @since 0.2.0
+ * @category errors
+ */
+export type Failure = Lock.Failure
+
+/**
+ * The permits were held by someone else for as long as the acquisition policy allowed: the class
+ * {@link Lock.LeaseUnavailable}, which every leased structure fails with.
+ *
+ * @since 0.2.0
+ * @category errors
+ */
+export type LeaseUnavailable = Lock.LeaseUnavailable
+
+/**
+ * The class {@link Lock.LeaseUnavailable}.
+ *
+ * @since 0.2.0
+ * @category errors
+ */
+export const LeaseUnavailable: typeof Lock.LeaseUnavailable = Lock.LeaseUnavailable
+
+/**
+ * Held permits were lost: the class {@link Lock.LeaseLost}, which every leased structure fails with.
+ *
+ * @since 0.2.0
+ * @category errors
+ */
+export type LeaseLost = Lock.LeaseLost
+
+/**
+ * The class {@link Lock.LeaseLost}.
+ *
+ * @since 0.2.0
+ * @category errors
+ */
+export const LeaseLost: typeof Lock.LeaseLost = Lock.LeaseLost
 
 /**
  * Holds `n` permits while `effect` runs, as `Lock.withLock` holds a lock: acquires them as
  * `options.acquire` says (`Lock.tryOnce`, or `Lock.wait({...})`, the default), renews the lease in the
  * background, and releases on every exit. If the lease is lost, `effect` is interrupted and the whole
- * fails with `LockLost`. Waiting for n > 1, it holds newcomers back so that it is not starved. Dual:
+ * fails with {@link LeaseLost}. Waiting for n > 1, it holds newcomers back so that it is not starved. Dual:
  * `withPermits(sem, name, n)(effect)` or `withPermits(effect, sem, name, n)`. Options are checked when
  * it is applied (a `renewEvery` that is not longer than zero and shorter than half the lease throws a
  * `RangeError`).
@@ -162,14 +217,14 @@ export const withPermits: {
     name: Name,
     n: number,
     options?: Lock.Options
-  ): <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E | Lock.LockLost | Failure, R | Requirements>
+  ): <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E | LeaseLost | Failure, R | Requirements>
   <A, E, R, Name extends Redis.KeyName>(
     effect: Effect.Effect<A, E, R>,
     sem: Semaphore<Name>,
     name: Name,
     n: number,
     options?: Lock.Options
-  ): Effect.Effect<A, E | Lock.LockLost | Failure, R | Requirements>
+  ): Effect.Effect<A, E | LeaseLost | Failure, R | Requirements>
 } = dual(
   (args) => Effect.isEffect(args[0]),
   <A, E, R, Name extends Redis.KeyName>(
@@ -182,7 +237,7 @@ export const withPermits: {
 )
 
 /**
- * `n` permits held for the rest of the scope: the permit, and `lost`, which fails with `LockLost` once
+ * `n` permits held for the rest of the scope: the permit, and `lost`, which fails with {@link LeaseLost} once
  * the lease is lost (race your work against it; {@link withPermits} does this for you).
  *
  * @since 0.1.0
@@ -194,7 +249,7 @@ export const scoped = <Name extends Redis.KeyName>(
   n: number,
   options?: Lock.Options
 ): Effect.Effect<
-  { readonly permit: Permit; readonly lost: Effect.Effect<never, Lock.LockLost> },
+  { readonly permit: Permit; readonly lost: Effect.Effect<never, LeaseLost> },
   Failure,
   Requirements | Scope.Scope
 > => internal.scoped(sem, name, n, options)

@@ -198,8 +198,8 @@ describe("on the embedded backend, on the TestClock: a lease of 900 ms, renewed 
             const fiber = yield* Effect.fork(holder.hold("t", "900 millis", "a", waitingBody(times)))
             yield* advanceTo(5000)
             const error = failureOf(yield* Fiber.await(fiber))
-            expect(error).toBeInstanceOf(Lock.LockLost)
-            expect(error).toMatchObject({ _tag: "LockLost", name: "a", reason: "Unconfirmed" })
+            expect(error).toBeInstanceOf(Lock.LeaseLost)
+            expect(error).toMatchObject({ _tag: "LeaseLost", name: "a", reason: "Unconfirmed" })
             expect(times).toEqual({ started: 0, interrupted: 1500 })
           }).pipe(Effect.provide(faulty(fault, 650, 700)))
       )
@@ -214,7 +214,7 @@ describe("on the embedded backend, on the TestClock: a lease of 900 ms, renewed 
           const fiber = yield* Effect.fork(holder.hold("t", "900 millis", "a", waitingBody(times)))
           yield* advanceTo(5000)
           const exit = yield* Fiber.await(fiber)
-          expect(failureOf(exit)).toMatchObject({ _tag: "LockLost", name: "a", reason: "Unconfirmed" })
+          expect(failureOf(exit)).toMatchObject({ _tag: "LeaseLost", name: "a", reason: "Unconfirmed" })
           expect(times).toEqual({})
         }).pipe(Effect.provide(faulty("slow", 0, 1000)))
     )
@@ -386,7 +386,7 @@ describe("on a throwaway redis-server: a lease of 600 ms, renewed every 200 ms",
               )
               return { before, exit }
             }).pipe(Effect.provide(layerOf(s.url)))
-            expect(failureOf(exit.exit)).toMatchObject({ _tag: "LockLost", name: "a", reason: "Unconfirmed" })
+            expect(failureOf(exit.exit)).toMatchObject({ _tag: "LeaseLost", name: "a", reason: "Unconfirmed" })
             // The grant was sent between `before` and the body's start, and nothing was confirmed since.
             const { interrupted, started } = times as Required<Times>
             expect(interrupted).toBeGreaterThanOrEqual(exit.before + LEASE)
@@ -416,7 +416,7 @@ describe("on a throwaway redis-server: a lease of 600 ms, renewed every 200 ms",
             yield* Effect.sleep(LEASE + 100)
             expect(yield* holder.tryOther(ns, LEASE, "a").pipe(Effect.provide(direct))).toBe(true)
             const exit = yield* Fiber.join(first)
-            expect(failureOf(exit)).toMatchObject({ _tag: "LockLost", name: "a", reason: "Unconfirmed" })
+            expect(failureOf(exit)).toMatchObject({ _tag: "LeaseLost", name: "a", reason: "Unconfirmed" })
             expect(times).toEqual({})
           }).pipe(Effect.provide(relayed(relay.port)))
         }).pipe(Effect.scoped),

@@ -1,7 +1,7 @@
 import { Context, Effect, Option } from "effect"
 import type { Scope } from "effect"
 import { describe, expectTypeOf, it } from "vitest"
-import { Capability, Lock, Redis, RwLock } from "wakuwaku"
+import { Capability, Lock, Pipe, Redis, RwLock, Semaphore } from "wakuwaku"
 
 const JOBS = Lock.make<string>("job", "30 seconds")
 const DOCS = RwLock.make<string>("doc", "10 seconds")
@@ -313,8 +313,8 @@ describe("results and error channels are exact", () => {
   })
 
   it("the errors are tagged", () => {
-    expectTypeOf<Lock.LockUnavailable["_tag"]>().toEqualTypeOf<"LockUnavailable">()
-    expectTypeOf<Lock.LockLost["_tag"]>().toEqualTypeOf<"LockLost">()
+    expectTypeOf<Lock.LockUnavailable["_tag"]>().toEqualTypeOf<"LeaseUnavailable">()
+    expectTypeOf<Lock.LockLost["_tag"]>().toEqualTypeOf<"LeaseLost">()
     expectTypeOf<Lock.LockLost["reason"]>().toEqualTypeOf<"Expired" | "Unconfirmed">()
     expectTypeOf<Lock.LockLost["fence"]>().toEqualTypeOf<bigint | undefined>()
   })
@@ -344,5 +344,47 @@ describe("names and options are typed", () => {
     RwLock.withWrite(DOCS, "a", { acquire: Lock.wait() })(Effect.void)
     // @ts-expect-error not a policy
     Lock.withLock(JOBS, "a", { acquire: "wait" })(Effect.void)
+  })
+})
+
+describe("one shape: type ids, guards, one token, neutral lease errors", () => {
+  it("every leased structure has a guard that narrows to it", () => {
+    const u: unknown = JOBS
+    if (Lock.isLock(u)) expectTypeOf(u).toEqualTypeOf<Lock.Lock<never>>()
+    if (RwLock.isRwLock(u)) expectTypeOf(u).toEqualTypeOf<RwLock.RwLock<never>>()
+    if (Semaphore.isSemaphore(u)) expectTypeOf(u).toEqualTypeOf<Semaphore.Semaphore<never>>()
+    if (Pipe.isPipe(u)) expectTypeOf(u).toEqualTypeOf<Pipe.Pipe<never, unknown>>()
+    expectTypeOf(JOBS[Lock.TypeId]).toEqualTypeOf<Lock.TypeId>()
+    expectTypeOf(DOCS[RwLock.TypeId]).toEqualTypeOf<RwLock.TypeId>()
+  })
+
+  it("LockToken and WriteToken are one generic token; a permit is one too, with its count", () => {
+    expectTypeOf<Lock.LockToken>().toEqualTypeOf<Lock.Token<Lock.Requirements>>()
+    expectTypeOf<RwLock.WriteToken>().toEqualTypeOf<Lock.Token<RwLock.Requirements>>()
+    expectTypeOf<Semaphore.Permit>().toMatchTypeOf<Lock.Token<Semaphore.Requirements>>()
+  })
+
+  it("LockUnavailable and LockLost are other names of the neutral errors, the same classes", () => {
+    expectTypeOf<Lock.LockUnavailable>().toEqualTypeOf<Lock.LeaseUnavailable>()
+    expectTypeOf<Lock.LockLost>().toEqualTypeOf<Lock.LeaseLost>()
+    expectTypeOf(Lock.LockUnavailable).toEqualTypeOf(Lock.LeaseUnavailable)
+    expectTypeOf(Lock.LockLost).toEqualTypeOf(Lock.LeaseLost)
+    expectTypeOf(RwLock.LeaseLost).toEqualTypeOf(Lock.LeaseLost)
+    expectTypeOf(Semaphore.LeaseUnavailable).toEqualTypeOf(Lock.LeaseUnavailable)
+    expectTypeOf<Lock.LeaseLostReason>().toEqualTypeOf<"Expired" | "Unconfirmed">()
+    expectTypeOf<Lock.LeaseLostReason>().toEqualTypeOf<typeof Lock.LeaseLostReason.Type>()
+  })
+
+  it("the failure alias the signatures show is exported, the same on every leased structure", () => {
+    expectTypeOf<Lock.Failure>().toEqualTypeOf<Lock.LeaseUnavailable | Redis.RedisError | Redis.InvalidInput>()
+    expectTypeOf<RwLock.Failure>().toEqualTypeOf<Lock.Failure>()
+    expectTypeOf<Semaphore.Failure>().toEqualTypeOf<Lock.Failure>()
+    expectTypeOf(Semaphore.scoped(Semaphore.make("pool", 2, "1 second"), "a", 1)).toEqualTypeOf<
+      Effect.Effect<
+        { readonly permit: Semaphore.Permit; readonly lost: Effect.Effect<never, Lock.LeaseLost> },
+        Semaphore.Failure,
+        Semaphore.Requirements | Scope.Scope
+      >
+    >()
   })
 })

@@ -190,7 +190,7 @@ forEachBackend("Lock", (it) => {
       yield* command("DEL", ownerKey(ns, "a"))
       const error = yield* Effect.flip(Fiber.join(fiber))
       expect(error).toBeInstanceOf(Lock.LockLost)
-      expect(error).toMatchObject({ _tag: "LockLost", lock: `Lock(${ns})`, name: "a", reason: "Expired" })
+      expect(error).toMatchObject({ _tag: "LeaseLost", lock: `Lock(${ns})`, name: "a", reason: "Expired" })
       expect(yield* Deferred.isDone(interrupted)).toBe(true)
     }))
 
@@ -215,12 +215,12 @@ forEachBackend("Lock", (it) => {
       const holder = some(yield* L.tryLock("a"))
       const once = yield* Effect.flip(Lock.withLock(L, "a", { acquire: Lock.tryOnce })(Effect.void))
       expect(once).toBeInstanceOf(Lock.LockUnavailable)
-      expect(once).toMatchObject({ _tag: "LockUnavailable", lock: `Lock(${ns})`, name: "a" })
+      expect(once).toMatchObject({ _tag: "LeaseUnavailable", lock: `Lock(${ns})`, name: "a" })
       const before = performance.now()
       const waited = yield* Effect.flip(
         Lock.withLock(L, "a", { acquire: Lock.wait({ deadline: "150 millis" }) })(Effect.void)
       )
-      expect(waited._tag).toBe("LockUnavailable")
+      expect(waited._tag).toBe("LeaseUnavailable")
       expect(performance.now() - before).toBeGreaterThanOrEqual(140)
       // Released while a waiter waits: the waiter gets in.
       const waiter = yield* Effect.fork(
@@ -278,7 +278,7 @@ layer(RedisLive, { excludeTestServices: true })("Lock on Redis only", (it) => {
       const error = yield* Effect.flip(Fiber.join(fiber))
       const waited = performance.now() - stopped
       process.kill(server.pid, "SIGCONT")
-      expect(error).toMatchObject({ _tag: "LockLost", reason: "Unconfirmed" })
+      expect(error).toMatchObject({ _tag: "LeaseLost", reason: "Unconfirmed" })
       // At most one lease after the last confirmed renewal, which was at most a third of a lease ago;
       // the release at the end waits at most one lease more for the silent server.
       expect(waited).toBeLessThan(300 + 300 + 300)

@@ -430,8 +430,8 @@ forEachBackend("RwLock", (it, backend) => {
         RwLock.withWrite(DOCS, "doc", { acquire: Lock.wait({ deadline: "100 millis" }) })(Effect.succeed("never"))
       )
       const waited = performance.now() - started
-      expect(error).toBeInstanceOf(Lock.LockUnavailable)
-      expect(error).toMatchObject({ _tag: "LockUnavailable", lock: `RwLock(${ns}).write`, name: "doc" })
+      expect(error).toBeInstanceOf(RwLock.LeaseUnavailable)
+      expect(error).toMatchObject({ _tag: "LeaseUnavailable", lock: `RwLock(${ns}).write`, name: "doc" })
       expect(error.message).toBe(`RwLock(${ns}).write "doc" is held by someone else`)
       expect(waited).toBeGreaterThanOrEqual(90)
       expect(waited).toBeLessThan(3_000)
@@ -449,16 +449,16 @@ forEachBackend("RwLock", (it, backend) => {
       const DOCS = RwLock.make<number>(ns, "10 seconds")
       const reader = some(yield* DOCS.tryRead(7))
       const write = yield* Effect.flip(RwLock.withWrite(DOCS, 7, { acquire: Lock.tryOnce })(Effect.void))
-      expect(write).toMatchObject({ _tag: "LockUnavailable", lock: `RwLock(${ns}).write`, name: "7" })
+      expect(write).toMatchObject({ _tag: "LeaseUnavailable", lock: `RwLock(${ns}).write`, name: "7" })
       expect(yield* exists(keyOf(ns, "7", "intent"))).toBe(0)
       const scopedWrite = yield* Effect.flip(Effect.scoped(RwLock.scopedWrite(DOCS, 7, { acquire: Lock.tryOnce })))
-      expect(scopedWrite).toMatchObject({ _tag: "LockUnavailable", lock: `RwLock(${ns}).write`, name: "7" })
+      expect(scopedWrite).toMatchObject({ _tag: "LeaseUnavailable", lock: `RwLock(${ns}).write`, name: "7" })
       expect(yield* reader.release).toBe(true)
 
       const writer = some(yield* DOCS.tryWrite(7))
       const read = yield* Effect.flip(RwLock.withRead(DOCS, 7, { acquire: Lock.tryOnce })(Effect.void))
-      expect(read).toBeInstanceOf(Lock.LockUnavailable)
-      expect(read).toMatchObject({ _tag: "LockUnavailable", lock: `RwLock(${ns}).read`, name: "7" })
+      expect(read).toBeInstanceOf(RwLock.LeaseUnavailable)
+      expect(read).toMatchObject({ _tag: "LeaseUnavailable", lock: `RwLock(${ns}).read`, name: "7" })
       expect(yield* writer.release).toBe(true)
       expect(yield* RwLock.withRead(DOCS, 7, { acquire: Lock.tryOnce })(Effect.succeed(1))).toBe(1)
     }))
@@ -484,7 +484,7 @@ forEachBackend("RwLock", (it, backend) => {
       ).pipe(
         Effect.zipRight(Ref.update(reads, (n) => n + 1)),
         // Held back by a waiting or writing writer for longer than its own wait: try again.
-        Effect.catchTag("LockUnavailable", () => Effect.void)
+        Effect.catchTag("LeaseUnavailable", () => Effect.void)
       )
       const readers = yield* Effect.forEach(
         Array.from({ length: 8 }),

@@ -15,7 +15,7 @@ class Boom {
 }
 
 type Needs = Redis.Redis | Capability.Write<Capability.Entity<"Semaphore">>
-type Failure = Lock.LockUnavailable | Redis.RedisError | Redis.InvalidInput
+type Failure = Lock.LeaseUnavailable | Redis.RedisError | Redis.InvalidInput
 
 const needs = <A, E, R>(_: Effect.Effect<A, E, R>) => expectTypeOf<R>()
 
@@ -138,14 +138,16 @@ describe("results and error channels are exact", () => {
     expectTypeOf(permit.fence).toEqualTypeOf<bigint>()
     expectTypeOf(permit.permits).toEqualTypeOf<number>()
     expectTypeOf(EXPORTS.permits).toEqualTypeOf<number>()
-    // The secret's operations are not on the permit: give it back through the semaphore.
-    expectTypeOf<Semaphore.Permit>().not.toHaveProperty("release")
+    // A permit releases and extends itself, as Lock's and RwLock's tokens do: one generic token.
+    expectTypeOf(permit.release).toEqualTypeOf<Effect.Effect<boolean, Redis.RedisError, Needs>>()
+    expectTypeOf(permit.extend).toEqualTypeOf<Effect.Effect<boolean, Redis.RedisError, Needs>>()
+    expectTypeOf<Semaphore.Permit>().toMatchTypeOf<Lock.Token<Semaphore.Requirements>>()
     expectTypeOf(Semaphore.withPermits(EXPORTS, "a", 1)(Effect.fail(new Boom()).pipe(Effect.as(42)))).toEqualTypeOf<
-      Effect.Effect<number, Boom | Lock.LockLost | Failure, Needs>
+      Effect.Effect<number, Boom | Lock.LeaseLost | Failure, Needs>
     >()
     expectTypeOf(Semaphore.scoped(EXPORTS, "a", 1)).toEqualTypeOf<
       Effect.Effect<
-        { readonly permit: Semaphore.Permit; readonly lost: Effect.Effect<never, Lock.LockLost> },
+        { readonly permit: Semaphore.Permit; readonly lost: Effect.Effect<never, Lock.LeaseLost> },
         Failure,
         Needs | Scope.Scope
       >

@@ -106,6 +106,22 @@ forEachBackend("Semaphore", (it, backend) => {
       yield* expectTtlsUnder(`@@wakuwaku:Semaphore:{${ns}:*`)
     }))
 
+  it.scoped("a permit releases and extends itself, as a lock token does", () =>
+    Effect.gen(function*() {
+      const ns = fresh()
+      const S = Semaphore.make<string>(ns, 2, "30 seconds")
+      const permit = some(yield* S.tryAcquire("t", 2))
+      expect(yield* S.tryAcquire("t")).toEqual(Option.none())
+      expect(yield* permit.extend).toBe(true)
+      expect(yield* heldOf(ns, "t")).toBe(2)
+      expect(yield* permit.release).toBe(true)
+      expect(yield* heldOf(ns, "t")).toBe(0)
+      // Its lease had ended (it was released): nothing more to give back or extend.
+      expect(yield* permit.release).toBe(false)
+      expect(yield* permit.extend).toBe(false)
+      expect(Option.isSome(yield* S.tryAcquire("t", 2))).toBe(true)
+    }))
+
   it.scoped("what is stored: a holders set with one member <n>:<token> per holder, scored by its lease end, and # at minus the permits held", () =>
     Effect.gen(function*() {
       const ns = fresh()
@@ -345,7 +361,7 @@ forEachBackend("Semaphore", (it, backend) => {
       expect(result).toBe("held for 1000 ms")
     }))
 
-  it.scoped("deleting the holders under a holder: LockLost (Expired) with its fence, and the body is interrupted", () =>
+  it.scoped("deleting the holders under a holder: LeaseLost (Expired) with its fence, and the body is interrupted", () =>
     Effect.gen(function*() {
       const ns = fresh()
       const S = Semaphore.make<string>(ns, 2, "150 millis")
@@ -362,9 +378,11 @@ forEachBackend("Semaphore", (it, backend) => {
       const granted = yield* Deferred.await(fence)
       yield* command("DEL", keyOf(ns, "t", "holders"))
       const error = yield* Effect.flip(Fiber.join(fiber))
+      expect(error).toBeInstanceOf(Semaphore.LeaseLost)
+      // The neutral error; Lock.LockLost is another name of the same class.
       expect(error).toBeInstanceOf(Lock.LockLost)
-      expect(error).toMatchObject({ _tag: "LockLost", lock: `Semaphore(${ns})`, name: "t", reason: "Expired" })
-      expect((error as Lock.LockLost).fence).toBe(granted)
+      expect(error).toMatchObject({ _tag: "LeaseLost", lock: `Semaphore(${ns})`, name: "t", reason: "Expired" })
+      expect((error as Lock.LeaseLost).fence).toBe(granted)
       expect(yield* Deferred.isDone(interrupted)).toBe(true)
 
       // The same through withPermits.
@@ -374,7 +392,7 @@ forEachBackend("Semaphore", (it, backend) => {
       )
       yield* Deferred.await(started)
       yield* command("DEL", keyOf(ns, "u", "holders"))
-      expect(yield* Effect.flip(Fiber.join(body))).toMatchObject({ _tag: "LockLost", name: "u", reason: "Expired" })
+      expect(yield* Effect.flip(Fiber.join(body))).toMatchObject({ _tag: "LeaseLost", name: "u", reason: "Expired" })
     }))
 
   it.scoped("renewals that could not keep the lease alive are refused: a RangeError naming both durations", () =>
@@ -389,20 +407,21 @@ forEachBackend("Semaphore", (it, backend) => {
       )
     }))
 
-  it.scoped("acquisition policies: tryOnce fails with LockUnavailable; wait gives up at its deadline or gets in", () =>
+  it.scoped("acquisition policies: tryOnce fails with LeaseUnavailable; wait gives up at its deadline or gets in", () =>
     Effect.gen(function*() {
       const ns = fresh()
       const S = Semaphore.make<string>(ns, 2, "30 seconds")
       const holder = some(yield* S.tryAcquire("t", 2))
       const once = yield* Effect.flip(Semaphore.withPermits(S, "t", 1, { acquire: Lock.tryOnce })(Effect.void))
+      expect(once).toBeInstanceOf(Semaphore.LeaseUnavailable)
       expect(once).toBeInstanceOf(Lock.LockUnavailable)
-      expect(once).toMatchObject({ _tag: "LockUnavailable", lock: `Semaphore(${ns})`, name: "t" })
+      expect(once).toMatchObject({ _tag: "LeaseUnavailable", lock: `Semaphore(${ns})`, name: "t" })
       expect(once.message).toBe(`Semaphore(${ns}) "t" is held by someone else`)
       const before = performance.now()
       const waited = yield* Effect.flip(
         Semaphore.withPermits(S, "t", 1, { acquire: Lock.wait({ deadline: "150 millis" }) })(Effect.void)
       )
-      expect(waited._tag).toBe("LockUnavailable")
+      expect(waited._tag).toBe("LeaseUnavailable")
       expect(performance.now() - before).toBeGreaterThanOrEqual(140)
       // A single-permit waiter leaves no intent.
       expect(yield* exists(keyOf(ns, "t", "intent"))).toBe(0)
@@ -435,13 +454,13 @@ forEachBackend("Semaphore", (it, backend) => {
       expect(yield* S.tryAcquire("t")).toEqual(Option.none())
       expect(yield* S.tryAcquire("t", 2)).toEqual(Option.none())
       expect(yield* Effect.flip(Semaphore.withPermits(S, "t", 1, { acquire: Lock.tryOnce })(Effect.void)))
-        .toMatchObject({ _tag: "LockUnavailable" })
+        .toMatchObject({ _tag: "LeaseUnavailable" })
       // Another waiter for more than one leaves no intent of its own while this one stands.
       expect(
         yield* Effect.flip(
           Semaphore.withPermits(S, "t", 2, { acquire: Lock.wait({ deadline: "30 millis" }) })(Effect.void)
         )
-      ).toMatchObject({ _tag: "LockUnavailable" })
+      ).toMatchObject({ _tag: "LeaseUnavailable" })
       expect(yield* intentOf(ns, "t")).toMatch(/^3:/)
       expect(yield* S.extend(first)).toBe(true)
       expect(yield* S.release(first)).toBe(true)
@@ -483,7 +502,7 @@ forEachBackend("Semaphore", (it, backend) => {
       const error = yield* Effect.flip(
         Semaphore.withPermits(S, "t", 2, { acquire: Lock.wait({ deadline: "100 millis" }) })(Effect.succeed("never"))
       )
-      expect(error).toMatchObject({ _tag: "LockUnavailable", lock: `Semaphore(${ns})`, name: "t" })
+      expect(error).toMatchObject({ _tag: "LeaseUnavailable", lock: `Semaphore(${ns})`, name: "t" })
       expect(performance.now() - started).toBeGreaterThanOrEqual(90)
       // Its intent (10 s long) is withdrawn, so newcomers are not held back for a lease.
       expect(yield* exists(keyOf(ns, "t", "intent"))).toBe(0)
@@ -522,7 +541,7 @@ forEachBackend("Semaphore", (it, backend) => {
       ).pipe(
         Effect.zipRight(Ref.update(takes, (n) => n + 1)),
         // Held back by the waiting big acquirer for longer than its own wait: try again.
-        Effect.catchTag("LockUnavailable", () => Effect.void)
+        Effect.catchTag("LeaseUnavailable", () => Effect.void)
       )
       const small = yield* Effect.forEach(Array.from({ length: 6 }), () => Effect.forkScoped(Effect.forever(takeOne)))
       const busy = (atLeast: number) =>

@@ -8,6 +8,7 @@
 import { readdirSync, readFileSync, statSync } from "node:fs"
 import { dirname, join, relative, resolve } from "node:path"
 import { fileURLToPath } from "node:url"
+import ts from "typescript"
 import { describe, expect, it } from "vitest"
 
 const src = fileURLToPath(new URL("../src/", import.meta.url))
@@ -30,6 +31,70 @@ const importsOf = (module: string): Array<string> =>
         : specifier
     )
 
+const toModule = (module: string, specifier: string) =>
+  specifier.startsWith(".")
+    ? relative(src, resolve(dirname(join(src, module)), specifier)).replace(/\.js$/, ".ts")
+    : specifier
+
+/**
+ * The modules that `module` loads when it is evaluated: its static `import` and `export … from`
+ * declarations, parsed by the TypeScript compiler, less the type-only ones (`import type`, `export type`).
+ * With `verbatimModuleSyntax`, an `import { type A }` whose specifiers are all inline `type` is still
+ * emitted (as `import {} from`), so it loads the module and counts; a dynamic `import()` runs later and
+ * does not.
+ */
+const valueImportsOf = (module: string): Array<string> => {
+  const file = ts.createSourceFile(module, readFileSync(join(src, module), "utf8"), ts.ScriptTarget.Latest)
+  return file.statements.flatMap((statement) => {
+    if (ts.isImportDeclaration(statement)) {
+      if (statement.importClause?.isTypeOnly) return []
+    } else if (ts.isExportDeclaration(statement)) {
+      if (statement.isTypeOnly || statement.moduleSpecifier === undefined) return []
+      const clause = statement.exportClause
+      // `export { type A } from` is elided entirely when every specifier is a type
+      if (clause && ts.isNamedExports(clause) && clause.elements.every((element) => element.isTypeOnly)) return []
+    } else {
+      return []
+    }
+    const specifier = statement.moduleSpecifier
+    return specifier && ts.isStringLiteral(specifier) ? [toModule(module, specifier.text)] : []
+  })
+}
+
+/** The loops of value imports among the sources: every strongly connected group of more than one module. */
+const valueCycles = (): Array<Array<string>> => {
+  const edges = new Map(modules.map((module) => [module, valueImportsOf(module).filter((m) => modules.includes(m))]))
+  // Tarjan's algorithm
+  const index = new Map<string, number>()
+  const low = new Map<string, number>()
+  const stack: Array<string> = []
+  const groups: Array<Array<string>> = []
+  const connect = (module: string) => {
+    index.set(module, index.size)
+    low.set(module, index.get(module)!)
+    stack.push(module)
+    for (const next of edges.get(module)!) {
+      if (!index.has(next)) {
+        connect(next)
+        low.set(module, Math.min(low.get(module)!, low.get(next)!))
+      } else if (stack.includes(next)) {
+        low.set(module, Math.min(low.get(module)!, index.get(next)!))
+      }
+    }
+    if (low.get(module) === index.get(module)) {
+      const group: Array<string> = []
+      let member: string
+      do {
+        member = stack.pop()!
+        group.push(member)
+      } while (member !== module)
+      if (group.length > 1 || edges.get(module)!.includes(module)) groups.push(group.sort())
+    }
+  }
+  for (const module of modules) if (!index.has(module)) connect(module)
+  return groups
+}
+
 /** Everything `roots` load, themselves included. */
 const closure = (roots: ReadonlyArray<string>): Set<string> => {
   const seen = new Set<string>()
@@ -51,7 +116,8 @@ const isHttp = (module: string) =>
 const BRIDGES = ["RateLimiterStore.ts", "internal/rateLimiterStore.ts"]
 const isBridge = (module: string) => BRIDGES.includes(module) || module.startsWith("@effect/experimental")
 const isTesting = (module: string) =>
-  module === "testing.ts" || module === "RedisServer.ts" || module === "internal/redisServer.ts"
+  module === "testing.ts" || module === "RedisServer.ts" || module === "internal/redisServer.ts" ||
+  module.startsWith("internal/redisServer/")
 const internalsOf = (structure: string) => {
   const own = structure[0]!.toLowerCase() + structure.slice(1)
   return (module: string) => module === `internal/${own}.ts` || module.startsWith(`internal/${own}/`)
@@ -105,6 +171,11 @@ describe("architecture: the import rules", () => {
     const loaded = [...closure(["RateLimiterStore.ts"])]
     expect(loaded).toContain("@effect/experimental/RateLimiter")
     expect(loaded.filter((module) => isHttp(module) || isTesting(module))).toEqual([])
+  })
+
+  it("no value-import cycle: an internal module imports its public module for types only", () => {
+    expect(valueImportsOf("Redis.ts")).toContain("internal/redis.ts")
+    expect(valueCycles()).toEqual([])
   })
 
   it("a structure's internals are loaded only by itself", () => {

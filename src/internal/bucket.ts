@@ -3,8 +3,9 @@
  * TokenBucket's scripts (./tokenBucket.ts, and its family in ./limits.ts) and by RateLimiterStore's
  * (./rateLimiterStore.ts), so that every bucket refills, expires and decides by one definition.
  */
-import * as Script from "../Script.js"
+import type * as Script from "../Script.js"
 import { NOW_US } from "./lua.js"
+import { ReplyError } from "./script.js"
 
 /**
  * @internal Lua shared by the scripts, after {@link NOW_US}, which sets `now` (the group scripts of
@@ -98,7 +99,7 @@ export interface Shape {
 }
 export const shapeOf = (s: string): Shape => {
   const m = /^(\d+) (\d+) (\d+)$/.exec(s)
-  if (m === null) throw new Script.ReplyError(`ERR bad bucket shape ${JSON.stringify(s)}`)
+  if (m === null) throw new ReplyError(`ERR bad bucket shape ${JSON.stringify(s)}`)
   return { capacity: Number(m[1]), k: Number(m[2]), period: Number(m[3]) }
 }
 export const levelOf = (db: Script.Keyspace, key: string, b: Shape): number => {

@@ -9,7 +9,7 @@ import type * as Fiber from "effect/Fiber"
 import type * as FiberStatus from "effect/FiberStatus"
 import { Cluster } from "ioredis"
 import type { Redis as IORedis } from "ioredis"
-import * as Redis from "../Redis.js"
+import type * as Redis from "../Redis.js"
 import type * as Script from "../Script.js"
 import * as batch from "./client/batch.js"
 import { decodedExit, type Outcome, toEffect } from "./client/batch.js"
@@ -18,6 +18,7 @@ import type { Deadlines } from "./client/deadlines.js"
 import { dedicated } from "./client/dedicated.js"
 import { redisError, timedOut } from "./errors.js"
 import { checkKeys, scriptEntry, type ScriptOn } from "./script.js"
+import * as core from "./service.js"
 
 export { Deadlines } from "./client/deadlines.js"
 
@@ -105,7 +106,7 @@ export const make = (client: IORedis | Cluster, deadlines?: Deadlines, last?: ()
   }
 
   const service: Redis.Service & ScriptOn = {
-    [Redis.TypeId]: Redis.TypeId,
+    [core.TypeId]: core.TypeId,
     ...scriptEntry(scriptOn),
     command: (name, args) =>
       Effect.async((resume) =>

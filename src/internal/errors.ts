@@ -1,6 +1,7 @@
 /** @internal Errors of Redis calls: the reason of a failure, and the server's or the socket's own words. */
 import type { EventEmitter } from "node:events"
-import * as Redis from "../Redis.js"
+import type * as Redis from "../Redis.js"
+import * as core from "./service.js"
 
 /** What a connection reports when it was lost with no error (the server, or something between, ended it). */
 const LOST = "the connection to the server was lost"
@@ -93,7 +94,7 @@ const innermost = (cause: unknown): unknown => {
 export const redisError = (operation: string, cause: unknown, last?: () => unknown): Redis.RedisError => {
   const reported = last === undefined ? undefined : last()
   const root = sanitized(innermost(reported !== undefined && isSymptom(cause) ? reported : cause))
-  return new Redis.RedisError({ reason: reasonOf(root), operation, cause: root })
+  return new core.RedisError({ reason: reasonOf(root), operation, cause: root })
 }
 
 /**

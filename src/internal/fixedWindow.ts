@@ -2,20 +2,21 @@
 import * as Duration from "effect/Duration"
 import * as Either from "effect/Either"
 import * as Admission_ from "../Admission.js"
+import * as Capability from "../Capability.js"
 import type * as FixedWindow from "../FixedWindow.js"
 import type * as Redis from "../Redis.js"
-import * as Script from "../Script.js"
+import type * as Script from "../Script.js"
 import { MAX_MICROS, MAX_TEXT } from "./duration.js"
 import * as key from "./key.js"
 import * as limiter from "./limiter.js"
 import * as limits from "./limits.js"
 import { NOW_US } from "./lua.js"
-import { define, manyLua, manyTwin } from "./script.js"
+import { define, manyLua, manyTwin, ReplyError } from "./script.js"
 
 const KIND = "FixedWindow"
 
 /** @internal */
-export const entity = Object.freeze({ kind: KIND }) as FixedWindow.Entity
+export const entity: FixedWindow.Entity = Capability.entity(KIND)
 
 /** @internal */
 export const TypeId: FixedWindow.TypeId = Symbol.for("wakuwaku/FixedWindow") as FixedWindow.TypeId
@@ -76,7 +77,7 @@ interface Window {
 }
 const windowOf = (s: string): Window => {
   const m = /^(\d+) (\d+)$/.exec(s)
-  if (m === null) throw new Script.ReplyError(`ERR bad window ${JSON.stringify(s)}`)
+  if (m === null) throw new ReplyError(`ERR bad window ${JSON.stringify(s)}`)
   return { limit: Number(m[1]), size: Number(m[2]) }
 }
 const usedTwin = (db: Script.Keyspace, key: string, start: number): number => {

@@ -4,7 +4,8 @@
  * of its keys live in one slot.
  */
 import * as Either from "effect/Either"
-import * as Redis from "../Redis.js"
+import type * as Redis from "../Redis.js"
+import * as core from "./service.js"
 
 /** @internal */
 export const PREFIX = "@@wakuwaku"
@@ -114,7 +115,7 @@ export const encodeNameOf = (
 ): Either.Either<string, Redis.InvalidInput> =>
   Either.mapLeft(
     encodeName(name),
-    (message) => new Redis.InvalidInput({ operation: `${label}.${operation}`, argument: "name", message })
+    (message) => new core.InvalidInput({ operation: `${label}.${operation}`, argument: "name", message })
   )
 
 /** @internal A single-key item. */

@@ -1,6 +1,7 @@
 /**
- * @internal What leased holders (Lock, RwLock) share: lease tokens, the acquisition policy, and holding a
- * lease in a scope (release on every exit, renewal in the background by keepAlive.ts, loss detection).
+ * @internal What leased holders (Lock, RwLock, Semaphore) share: lease tokens, the acquisition policy, their
+ * two errors, and holding a lease in a scope (release on every exit, renewal in the background by
+ * keepAlive.ts, loss detection). A leaf under Lock.ts: it imports the public modules for types only.
  */
 import * as Clock from "effect/Clock"
 import * as Deferred from "effect/Deferred"
@@ -10,11 +11,48 @@ import * as Exit from "effect/Exit"
 import * as Inspectable from "effect/Inspectable"
 import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
+import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import { randomFillSync } from "node:crypto"
 import type * as Lock from "../Lock.js"
 import type * as Redis from "../Redis.js"
+import { positive } from "./duration.js"
 import { keepAlive } from "./keepAlive.js"
+
+/** @internal */
+export class LeaseUnavailable extends Schema.TaggedError<Lock.LeaseUnavailable>("wakuwaku/LeaseUnavailable")(
+  "LeaseUnavailable",
+  { lock: Schema.String, name: Schema.String }
+) {
+  override get message(): string {
+    return `${this.lock} ${JSON.stringify(this.name)} is held by someone else`
+  }
+}
+
+/** @internal */
+export const LeaseLostReason: Lock.LeaseLostReasonSchema = Schema.Literal("Expired", "Unconfirmed")
+
+/** @internal */
+export class LeaseLost extends Schema.TaggedError<Lock.LeaseLost>("wakuwaku/LeaseLost")("LeaseLost", {
+  lock: Schema.String,
+  name: Schema.String,
+  fence: Schema.UndefinedOr(Schema.BigInt),
+  reason: LeaseLostReason
+}) {
+  override get message(): string {
+    return `${this.lock} ${JSON.stringify(this.name)} was lost while held (${this.reason})`
+  }
+}
+
+/** @internal `Lock.wait`, its deadline checked now. */
+export const wait = (options: {
+  readonly schedule?: Schedule.Schedule<unknown> | undefined
+  readonly deadline?: Duration.DurationInput | undefined
+} = {}): Lock.Acquire => ({
+  _tag: "Wait",
+  ...options,
+  ...(options.deadline === undefined ? {} : { deadline: positive(options.deadline, "Lock.wait deadline") })
+})
 
 /**
  * @internal A fresh token: 128 random bits from `crypto`, base64url. Drawn from a pool refilled 4 KiB
@@ -59,8 +97,8 @@ export const acquire = <T extends Lease<R>, E, R>(
   attempt: Effect.Effect<Option.Option<T>, E, R>,
   policy: Lock.Acquire,
   ttl: Duration.Duration,
-  unavailable: () => Lock.LockUnavailable
-): Effect.Effect<Granted<T>, E | Lock.LockUnavailable, R | Scope.Scope> => {
+  unavailable: () => Lock.LeaseUnavailable
+): Effect.Effect<Granted<T>, E | Lock.LeaseUnavailable, R | Scope.Scope> => {
   const once = Effect.uninterruptible(
     Effect.flatMap(Clock.currentTimeMillis, (sent) =>
       Effect.flatMap(attempt, (token) =>
@@ -91,12 +129,12 @@ export interface Granted<T> {
 }
 
 /**
- * @internal A lease held in a scope, and an Effect that fails with LockLost once the lease is lost: an `Exit`
+ * @internal A lease held in a scope, and an Effect that fails with LeaseLost once the lease is lost: an `Exit`
  * when it was lost before it was handed over (its grant came after it would have ended).
  */
 export interface Held<T> {
   readonly token: T
-  readonly lost: Effect.Effect<never, Lock.LockLost>
+  readonly lost: Effect.Effect<never, Lock.LeaseLost>
 }
 
 /**
@@ -107,11 +145,11 @@ export const hold = <T extends Lease<R>, R>(
   granted: Granted<T>,
   ttl: Duration.Duration,
   renewEvery: Duration.Duration,
-  lostError: (reason: Lock.LockLost["reason"]) => Lock.LockLost
+  lostError: (reason: Lock.LeaseLost["reason"]) => Lock.LeaseLost
 ): Effect.Effect<Held<T>, never, R | Scope.Scope> =>
   Effect.gen(function*() {
     const { token } = granted
-    const lost = yield* Deferred.make<never, Lock.LockLost>()
+    const lost = yield* Deferred.make<never, Lock.LeaseLost>()
     const early = yield* keepAlive({
       ttl,
       every: renewEvery,
@@ -123,13 +161,13 @@ export const hold = <T extends Lease<R>, R>(
   })
 
 /**
- * @internal Runs `effect` while the lease is held; a lost lease interrupts it and fails with LockLost. One
+ * @internal Runs `effect` while the lease is held; a lost lease interrupts it and fails with LeaseLost. One
  * lost before it was handed over fails at once: `effect` does not start.
  */
 export const using = <A, E, R>(
-  held: { readonly lost: Effect.Effect<never, Lock.LockLost> },
+  held: { readonly lost: Effect.Effect<never, Lock.LeaseLost> },
   effect: Effect.Effect<A, E, R>
-): Effect.Effect<A, E | Lock.LockLost, R> => Exit.isExit(held.lost) ? held.lost : Effect.raceFirst(effect, held.lost)
+): Effect.Effect<A, E | Lock.LeaseLost, R> => Exit.isExit(held.lost) ? held.lost : Effect.raceFirst(effect, held.lost)
 
 /** @internal A token: its secret lives only in the closures of `release` and `extend`. */
 export class Token<R> implements Lease<R>, Inspectable.Inspectable {
@@ -160,5 +198,5 @@ export class Token<R> implements Lease<R>, Inspectable.Inspectable {
 export const scopedUse = <T, A, E, R, E2, R2>(
   held: Effect.Effect<Held<T>, E2, R2>,
   effect: Effect.Effect<A, E, R>
-): Effect.Effect<A, E | E2 | Lock.LockLost, R | Exclude<R2, Scope.Scope>> =>
+): Effect.Effect<A, E | E2 | Lock.LeaseLost, R | Exclude<R2, Scope.Scope>> =>
   Effect.scoped(Effect.flatMap(held, (held) => using(held, effect)))

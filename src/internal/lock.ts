@@ -6,11 +6,11 @@ import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
-import type * as Schedule from "effect/Schedule"
-import * as Lock from "../Lock.js"
+import * as Capability from "../Capability.js"
+import type * as Lock from "../Lock.js"
 import type * as Redis from "../Redis.js"
 import type * as Script from "../Script.js"
-import { bounded, positive, toMillis } from "./duration.js"
+import { bounded, toMillis } from "./duration.js"
 import { fence, FENCE_FUNCTION, fenceReply } from "./fence.js"
 import * as keepAlive from "./keepAlive.js"
 import * as key from "./key.js"
@@ -19,6 +19,15 @@ import * as access from "./redis.js"
 import { define, flag, manyLua, manyTwin, runOn } from "./script.js"
 
 const KIND = "Lock"
+
+/** @internal */
+export const TypeId: Lock.TypeId = Symbol.for("wakuwaku/Lock") as Lock.TypeId
+
+/** @internal */
+export const isLock = (u: unknown): u is Lock.Lock<never> => typeof u === "object" && u !== null && TypeId in u
+
+/** @internal */
+export const entity: Lock.Entity = Capability.entity(KIND)
 
 /**
  * @internal The Lock functions, which every Lock script defines:
@@ -102,6 +111,7 @@ export const EXTEND = define({
 })
 
 class LockImpl<Name extends Redis.KeyName> implements Lock.Lock<Name> {
+  readonly [TypeId]: Lock.TypeId = TypeId
   readonly label: string
   readonly leaseMillis: string
   constructor(readonly namespace: string, readonly ttl: Duration.Duration) {
@@ -117,7 +127,7 @@ class LockImpl<Name extends Redis.KeyName> implements Lock.Lock<Name> {
     if (Either.isLeft(encoded)) return Effect.fail(encoded.left)
     const owner = key.taggedKey(KIND, this.namespace, encoded.right, "owner")
     const fenceKey = key.taggedKey(KIND, this.namespace, encoded.right, "fence")
-    return access.write(Lock.entity, (redis) => {
+    return access.write(entity, (redis) => {
       // A fresh secret each time the Effect runs, not when it is built: one value may run many times.
       const secret = lease.secret()
       return runOn(redis, ACQUIRE, [owner, fenceKey], [secret, this.leaseMillis]).pipe(
@@ -127,8 +137,8 @@ class LockImpl<Name extends Redis.KeyName> implements Lock.Lock<Name> {
             this.namespace,
             encoded.right,
             fence,
-            access.write(Lock.entity, (redis) => runOn(redis, RELEASE, [owner], [secret])),
-            access.write(Lock.entity, (redis) => runOn(redis, EXTEND, [owner], [secret, this.leaseMillis]))
+            access.write(entity, (redis) => runOn(redis, RELEASE, [owner], [secret])),
+            access.write(entity, (redis) => runOn(redis, EXTEND, [owner], [secret, this.leaseMillis]))
           ) as Lock.LockToken
         ))
       )
@@ -144,15 +154,8 @@ class LockImpl<Name extends Redis.KeyName> implements Lock.Lock<Name> {
 export const make = <Name extends Redis.KeyName>(namespace: string, ttl: Duration.DurationInput): Lock.Lock<Name> =>
   new LockImpl<Name>(key.validateNamespace(KIND, namespace), bounded(ttl, `Lock(${namespace}) ttl`))
 
-/** @internal {@link Lock.wait}, its deadline checked now. */
-export const wait = (options: {
-  readonly schedule?: Schedule.Schedule<unknown> | undefined
-  readonly deadline?: Duration.DurationInput | undefined
-}): Lock.Acquire => ({
-  _tag: "Wait",
-  ...options,
-  ...(options.deadline === undefined ? {} : { deadline: positive(options.deadline, "Lock.wait deadline") })
-})
+/** @internal */
+export const wait = lease.wait
 
 /** @internal */
 export const scoped = <Name extends Redis.KeyName>(
@@ -164,14 +167,14 @@ export const scoped = <Name extends Redis.KeyName>(
   const renewEvery = keepAlive.every(lock.ttl, options?.renewEvery, "renewEvery")
   const encoded = key.encodeNameOf(label, "withLock", name)
   if (Either.isLeft(encoded)) return Effect.fail(encoded.left)
-  const lostError = (token: Lock.LockToken) => (reason: Lock.LockLost["reason"]) =>
-    new Lock.LockLost({ lock: label, name: encoded.right, fence: token.fence, reason })
+  const lostError = (token: Lock.LockToken) => (reason: Lock.LeaseLost["reason"]) =>
+    new lease.LeaseLost({ lock: label, name: encoded.right, fence: token.fence, reason })
   return Effect.flatMap(
     lease.acquire<Lock.LockToken, Redis.RedisError | Redis.InvalidInput, Lock.Requirements>(
       lock.tryLock(name),
-      options?.acquire ?? Lock.wait(),
+      options?.acquire ?? lease.wait(),
       lock.ttl,
-      () => new Lock.LockUnavailable({ lock: label, name: encoded.right })
+      () => new lease.LeaseUnavailable({ lock: label, name: encoded.right })
     ),
     (granted) => lease.hold<Lock.LockToken, Lock.Requirements>(granted, lock.ttl, renewEvery, lostError(granted.token))
   )

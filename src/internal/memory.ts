@@ -18,17 +18,15 @@ import type * as FiberStatus from "effect/FiberStatus"
 import * as Layer from "effect/Layer"
 import type * as Scope from "effect/Scope"
 import * as Capability from "../Capability.js"
-import * as Redis from "../Redis.js"
-import * as Script from "../Script.js"
+import type * as Redis from "../Redis.js"
+import type * as Script from "../Script.js"
 import { command, side, upper } from "./memory/commands.js"
 import { Db } from "./memory/keyspace.js"
-import { checkKeys, decodedReply, scriptEntry, type ScriptOn } from "./script.js"
-
-/** The same symbol as `Redis.MemoryStoreTypeId`, made here: this module loads while Redis.ts does. */
-const MemoryStoreTypeId: Redis.MemoryStoreTypeId = Symbol.for("wakuwaku/MemoryStore") as Redis.MemoryStoreTypeId
+import { checkKeys, decodedReply, ReplyError, scriptEntry, type ScriptOn } from "./script.js"
+import * as core from "./service.js"
 
 class StoreImpl implements Redis.MemoryStore {
-  readonly [MemoryStoreTypeId]: Redis.MemoryStoreTypeId = MemoryStoreTypeId
+  readonly [core.MemoryStoreTypeId]: Redis.MemoryStoreTypeId = core.MemoryStoreTypeId
   readonly db = new Db()
   /** Open dedicated connections by id: whether each is closed, and how to wake its blocked BLMOVE. */
   readonly connections = new Map<number, Connection>()
@@ -54,7 +52,7 @@ const validMaxKeys = (maxKeys: number | undefined): number => {
 }
 
 const failure = (reason: Redis.RedisErrorReason, operation: string, message: string) =>
-  new Redis.RedisError({ reason, operation, cause: new Script.ReplyError(message) })
+  new core.RedisError({ reason, operation, cause: new ReplyError(message) })
 
 const closedError = (operation: string) => failure("Connection", operation, "Connection is closed.")
 
@@ -74,7 +72,7 @@ const atNow = <A>(store: StoreImpl, operation: string, reason: Redis.RedisErrorR
     try {
       return Effect.succeed(f())
     } catch (cause) {
-      return Effect.fail(new Redis.RedisError({ reason, operation, cause }))
+      return Effect.fail(new core.RedisError({ reason, operation, cause }))
     }
   })
 
@@ -183,7 +181,7 @@ export const make = (store: Redis.MemoryStore): Redis.Service => {
       reply = run(impl.db, keys, args)
     } catch (cause) {
       return Exit.fail(
-        new Redis.RedisError({
+        new core.RedisError({
           reason: "Script",
           operation: `script ${script.name}`,
           cause: scriptCause(script, cause)
@@ -193,7 +191,7 @@ export const make = (store: Redis.MemoryStore): Redis.Service => {
     return decodedReply(script, reply)
   }
   const service: Redis.Service & ScriptOn = {
-    [Redis.TypeId]: Redis.TypeId,
+    [core.TypeId]: core.TypeId,
     ...scriptEntry(scriptOn),
     command: (name, args) => atNow(impl, name, "Server", () => runCommand(impl, name, args)),
     dedicated: () => dedicated(impl)
@@ -203,7 +201,7 @@ export const make = (store: Redis.MemoryStore): Redis.Service => {
 
 /** An error raised inside a twin reads as Redis words one raised inside a script. */
 const scriptCause = (script: Script.Script<unknown>, cause: unknown) =>
-  new Script.ReplyError(
+  new ReplyError(
     `${
       cause instanceof Error ? cause.message : String(cause)
     } script: ${script.sha1}, on @user_script (memory twin of ${script.name})`
@@ -243,7 +241,7 @@ export const layer = <Access extends "ReadWrite" | "ReadOnly">(
   }
   validMaxKeys(options?.maxKeys)
   const service = Layer.scoped(
-    Redis.Redis,
+    core.Redis,
     Effect.gen(function*() {
       const store = (options?.store ?? makeStore(options?.maxKeys)) as StoreImpl
       if (!(store instanceof StoreImpl)) {

@@ -8,8 +8,9 @@ import * as Either from "effect/Either"
 import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
-import * as Pipe from "../Pipe.js"
-import * as Redis from "../Redis.js"
+import * as Capability from "../Capability.js"
+import type * as Pipe from "../Pipe.js"
+import type * as Redis from "../Redis.js"
 import { bounded, positive, toMillis } from "./duration.js"
 import * as keepAlive from "./keepAlive.js"
 import * as key from "./key.js"
@@ -17,8 +18,18 @@ import { type Keys, receiver } from "./pipe/receiver.js"
 import { BEAT_SCRIPT, CLOSE_SCRIPT, SEND } from "./pipe/scripts.js"
 import * as access from "./redis.js"
 import { runOn } from "./script.js"
+import * as core from "./service.js"
 
 const KIND = "Pipe"
+
+/** @internal */
+export const TypeId: Pipe.TypeId = Symbol.for("wakuwaku/Pipe") as Pipe.TypeId
+
+/** @internal */
+export const isPipe = (u: unknown): u is Pipe.Pipe<never, unknown> => typeof u === "object" && u !== null && TypeId in u
+
+/** @internal */
+export const entity: Pipe.Entity = Capability.entity(KIND)
 
 /**
  * @internal Why JSON would not give back exactly `value` (an encoded message), or undefined when it
@@ -74,6 +85,7 @@ export const lossOf = (value: unknown, path: string, parents: Array<object>): st
 }
 
 class PipeImpl<Name extends Redis.KeyName, A> implements Pipe.Pipe<Name, A> {
+  readonly [TypeId]: Pipe.TypeId = TypeId
   readonly label: string
   readonly ttlMillis: number
   readonly encode: (a: A) => Either.Either<unknown, ParseResult.ParseError>
@@ -121,12 +133,12 @@ class PipeImpl<Name extends Redis.KeyName, A> implements Pipe.Pipe<Name, A> {
     const payload = this.payload(message)
     if (typeof payload !== "string") {
       return Effect.fail(
-        new Redis.InvalidInput({ operation: `${this.label}.send`, argument: "message", message: payload.message })
+        new core.InvalidInput({ operation: `${this.label}.send`, argument: "message", message: payload.message })
       )
     }
     const { closed, inflight, messages } = keys.right
     const args = [payload, String(this.ttlMillis)]
-    return access.write(Pipe.entity, (redis) => runOn(redis, SEND, [messages, closed, inflight], args))
+    return access.write(entity, (redis) => runOn(redis, SEND, [messages, closed, inflight], args))
   }
 
   readonly close = (name: Name): Effect.Effect<void, Redis.RedisError | Redis.InvalidInput, Pipe.Requirements> => {
@@ -134,7 +146,7 @@ class PipeImpl<Name extends Redis.KeyName, A> implements Pipe.Pipe<Name, A> {
     if (Either.isLeft(keys)) return Effect.fail(keys.left)
     const { closed, inflight, messages } = keys.right
     return access.write(
-      Pipe.entity,
+      entity,
       (redis) => runOn(redis, CLOSE_SCRIPT, [messages, closed, inflight], [String(this.ttlMillis)])
     )
   }
@@ -148,7 +160,7 @@ class PipeImpl<Name extends Redis.KeyName, A> implements Pipe.Pipe<Name, A> {
     const delivery: unknown = options?.delivery
     if (delivery !== undefined && delivery !== "at-most-once" && delivery !== "at-least-once") {
       return Stream.fail(
-        new Redis.InvalidInput({
+        new core.InvalidInput({
           operation: `${this.label}.receive`,
           argument: "delivery",
           message: `delivery must be "at-most-once" or "at-least-once", got ${key.preview(delivery)}`
@@ -156,7 +168,7 @@ class PipeImpl<Name extends Redis.KeyName, A> implements Pipe.Pipe<Name, A> {
       )
     }
     return Stream.unwrapScoped(
-      Effect.flatMap(access.write(Pipe.entity, Effect.succeed), (redis) => receiver(this, keys.right, redis, options))
+      Effect.flatMap(access.write(entity, Effect.succeed), (redis) => receiver(this, keys.right, redis, options))
     )
   }
 
@@ -190,7 +202,7 @@ export const heartbeat = <Name extends Redis.KeyName, A>(
     key.taggedKey(KIND, pipe.namespace, encoded.right, "closed"),
     key.taggedKey(KIND, pipe.namespace, encoded.right, "inflight")
   ]
-  const beat = access.write(Pipe.entity, (redis) => runOn(redis, BEAT_SCRIPT, keys, [String(ttlMillis)]))
+  const beat = access.write(entity, (redis) => runOn(redis, BEAT_SCRIPT, keys, [String(ttlMillis)]))
   return Effect.forever(Effect.zipRight(beat, Effect.sleep(period)))
 }
 

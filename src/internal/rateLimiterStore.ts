@@ -7,20 +7,22 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
+import * as Capability from "../Capability.js"
 import type * as Store from "../RateLimiterStore.js"
-import * as Redis from "../Redis.js"
-import * as Script from "../Script.js"
+import type * as Redis from "../Redis.js"
+import type * as Script from "../Script.js"
 import { FUNCTIONS, levelOf, shapeOf, store, take } from "./bucket.js"
 import { MAX_MICROS, MAX_TEXT } from "./duration.js"
 import * as key from "./key.js"
 import { NOW_US } from "./lua.js"
 import * as access from "./redis.js"
-import { define, manyLua, manyTwin } from "./script.js"
+import { define, manyLua, manyTwin, ReplyError } from "./script.js"
+import * as core from "./service.js"
 
 const KIND = "RateLimiterStore"
 
 /** @internal */
-export const entity = Object.freeze({ kind: KIND }) as Store.Entity
+export const entity: Store.Entity = Capability.entity(KIND)
 
 const isInt = (u: unknown): u is number => typeof u === "number" && Number.isSafeInteger(u)
 
@@ -75,7 +77,7 @@ const windowTwin: Script.Twin = (db, keys, argv) => {
   count = count + tokens
   if (argv[1] !== "" && count > Number(argv[1])) return [count, Math.ceil((ends - db.now) / 1000)]
   ends = ends + refill * tokens
-  if (ends - db.now > MAX_AHEAD) throw new Script.ReplyError(`ERR the window would end more than ${MAX_TEXT} from now`)
+  if (ends - db.now > MAX_AHEAD) throw new ReplyError(`ERR the window would end more than ${MAX_TEXT} from now`)
   const ttl = Math.ceil((ends - db.now) / 1000)
   if (ttl > 0) db.set(keys[0]!, `${ends} ${count}`, { px: ttl })
   return [count, ttl]
@@ -177,7 +179,7 @@ type Operation = "fixedWindow" | "tokenBucket"
 
 /** The store's failure of bad input: nothing was sent. */
 const invalid = (operation: Operation, argument: string, message: string) => {
-  const cause = new Redis.InvalidInput({ operation: `RateLimiterStore.${operation}`, argument, message })
+  const cause = new core.InvalidInput({ operation: `RateLimiterStore.${operation}`, argument, message })
   return Effect.fail(new RateLimitStoreError({ message: `${cause.operation}: ${message}`, cause }))
 }
 

@@ -15,7 +15,7 @@ import type * as Scope from "effect/Scope"
 import { Cluster, Redis as IORedis } from "ioredis"
 import type { RedisOptions } from "ioredis"
 import * as Capability from "../Capability.js"
-import * as Redis from "../Redis.js"
+import type * as Redis from "../Redis.js"
 import type * as Script from "../Script.js"
 import { allows, type Keys, keys, type Verb, violation } from "./capability.js"
 import * as client_ from "./client.js"
@@ -23,6 +23,7 @@ import { drop } from "./client/dedicated.js"
 import { toMillis } from "./duration.js"
 import { redisError, watch } from "./errors.js"
 import { type ScriptOn, ScriptOnId } from "./script.js"
+import * as core from "./service.js"
 import { parseRedisUrl } from "./url.js"
 
 /** @internal Wraps a client the caller owns, with the client's own options. */
@@ -145,7 +146,7 @@ export const acquireClient = (
   Effect.flatMap(
     Effect.try({
       try: () => clientOptions(options),
-      catch: (cause) => new Redis.RedisError({ reason: "Url", operation: "connect", cause })
+      catch: (cause) => new core.RedisError({ reason: "Url", operation: "connect", cause })
     }),
     (resolved) =>
       connected(
@@ -172,7 +173,7 @@ export const acquireTolerant = (
   Effect.map(acquireClient(options, true), ({ client, down, last }) => ({
     layer: Layer.merge(
       Layer.succeed(
-        Redis.Redis,
+        core.Redis,
         client_.make(
           client,
           new client_.Deadlines(toMillis(options.commandTimeout ?? defaults.commandTimeout)),
@@ -190,7 +191,7 @@ const owned = <E>(
   commandTimeout: Duration.DurationInput | undefined
 ) =>
   Layer.scoped(
-    Redis.Redis,
+    core.Redis,
     Effect.map(
       acquire,
       ({ client, last }) =>
@@ -216,11 +217,11 @@ export const layerConfig = (
 
 /** @internal */
 export const layerClient = (client: IORedis | Cluster): Layer.Layer<Redis.ReadWrite> =>
-  Layer.merge(Layer.succeed(Redis.Redis, client_.make(client)), Capability.ReadWrite)
+  Layer.merge(Layer.succeed(core.Redis, client_.make(client)), Capability.ReadWrite)
 
 /** @internal */
 export const layerClientReadOnly = (client: IORedis | Cluster): Layer.Layer<Redis.ReadOnly> =>
-  Layer.merge(Layer.succeed(Redis.Redis, client_.make(client)), Capability.ReadOnly)
+  Layer.merge(Layer.succeed(core.Redis, client_.make(client)), Capability.ReadOnly)
 
 /** @internal An owned cluster client: connected in the scope (ready), quit (with a timeout) when it closes. */
 export const layerCluster = <Access extends "ReadWrite" | "ReadOnly">(
@@ -271,7 +272,7 @@ const checked = <A, Err>(
   const needed = keysOf(verb, entity)
   return Effect.contextWithEffect((context: Context.Context<never>) =>
     allows(context, needed)
-      ? f(Context.unsafeGet(context as Context.Context<Redis.Redis>, Redis.Redis))
+      ? f(Context.unsafeGet(context as Context.Context<Redis.Redis>, core.Redis))
       : violation(needed, context)
   )
 }
@@ -306,7 +307,7 @@ export const writeScript = <E extends Capability.AnyEntity, A>(
   return Effect.withFiberRuntime((fiber, status) => {
     const context = fiber.currentContext
     if (!allows(context, needed)) return violation(needed, context)
-    const redis = Context.unsafeGet(context as Context.Context<Redis.Redis>, Redis.Redis)
+    const redis = Context.unsafeGet(context as Context.Context<Redis.Redis>, core.Redis)
     const fast = (redis as Partial<ScriptOn>)[ScriptOnId]
     return fast !== undefined && fast.script === redis.script
       ? fast.on(fiber, status, script, keys, args)

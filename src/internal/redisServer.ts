@@ -9,10 +9,11 @@ import { existsSync, mkdtempSync, rmSync } from "node:fs"
 import { createServer } from "node:net"
 import { tmpdir } from "node:os"
 import { delimiter, join } from "node:path"
-import * as Redis from "../Redis.js"
-import * as RedisServer from "../RedisServer.js"
+import type * as Redis from "../Redis.js"
+import type * as RedisServer from "../RedisServer.js"
 import { toMillis } from "./duration.js"
 import * as redis from "./redis.js"
+import * as values from "./redisServer/values.js"
 
 const READY = "Ready to accept connections"
 const IN_USE = "Address already in use"
@@ -32,7 +33,7 @@ const freePort = Effect.async<number, RedisServer.RedisServerError>((resume) => 
 })
 
 const failure = (reason: RedisServer.RedisServerError["reason"], message: string) =>
-  new RedisServer.RedisServerError({ reason, message })
+  new values.RedisServerError({ reason, message })
 
 type Attempt = { readonly _tag: "Started"; readonly child: ChildProcess } | { readonly _tag: "InUse" }
 
@@ -162,8 +163,7 @@ export const layer = (
   Layer.unwrapScoped(
     Effect.map(
       make(options),
-      (server) =>
-        Layer.merge(Layer.succeed(RedisServer.RedisServer, server), redis.layer({ ...client, url: server.url }))
+      (server) => Layer.merge(Layer.succeed(values.RedisServer, server), redis.layer({ ...client, url: server.url }))
     )
   )
 

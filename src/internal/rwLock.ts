@@ -3,7 +3,8 @@ import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
-import * as Lock from "../Lock.js"
+import * as Capability from "../Capability.js"
+import type * as Lock from "../Lock.js"
 import type * as Redis from "../Redis.js"
 import type * as RwLock from "../RwLock.js"
 import type * as Script from "../Script.js"
@@ -19,7 +20,13 @@ import { define, flag, runOn } from "./script.js"
 const KIND = "RwLock"
 
 /** @internal */
-export const entity = Object.freeze({ kind: KIND }) as RwLock.Entity
+export const TypeId: RwLock.TypeId = Symbol.for("wakuwaku/RwLock") as RwLock.TypeId
+
+/** @internal */
+export const isRwLock = (u: unknown): u is RwLock.RwLock<never> => typeof u === "object" && u !== null && TypeId in u
+
+/** @internal */
+export const entity: RwLock.Entity = Capability.entity(KIND)
 
 /**
  * @internal Lua of the reader set, which every script that touches it defines after NOW_US (`now`, the
@@ -205,6 +212,7 @@ interface Keys {
 }
 
 class RwLockImpl<Name extends Redis.KeyName> implements RwLock.RwLock<Name> {
+  readonly [TypeId]: RwLock.TypeId = TypeId
   readonly label: string
   readonly leaseMillis: string
   constructor(readonly namespace: string, readonly ttl: Duration.Duration) {
@@ -315,16 +323,16 @@ const held = <Name extends Redis.KeyName, T extends lease.Lease<RwLock.Requireme
   return Effect.flatMap(
     lease.acquire<T, Redis.RedisError | Redis.InvalidInput, RwLock.Requirements>(
       attempt,
-      options?.acquire ?? Lock.wait(),
+      options?.acquire ?? lease.wait(),
       rw.ttl,
-      () => new Lock.LockUnavailable({ lock: label, name: encoded.right })
+      () => new lease.LeaseUnavailable({ lock: label, name: encoded.right })
     ),
     (granted) =>
       lease.hold<T, RwLock.Requirements>(
         granted,
         rw.ttl,
         renewEvery,
-        (reason) => new Lock.LockLost({ lock: label, name: encoded.right, fence: fence(granted.token), reason })
+        (reason) => new lease.LeaseLost({ lock: label, name: encoded.right, fence: fence(granted.token), reason })
       )
   )
 }
@@ -350,7 +358,7 @@ export const scopedWrite = <Name extends Redis.KeyName>(
   return Effect.suspend(() => {
     const impl = rw as RwLockImpl<Name>
     const secret = lease.secret()
-    const waits = (options?.acquire ?? Lock.wait())._tag === "Wait"
+    const waits = (options?.acquire ?? lease.wait())._tag === "Wait"
     return held(rw, name, "write", options, impl.write(name, "withWrite", waits, secret), (token) => token.fence).pipe(
       Effect.onError(() => waits ? impl.withdraw(name, secret) : Effect.void)
     )

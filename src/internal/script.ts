@@ -9,11 +9,15 @@ import * as Exit from "effect/Exit"
 import type * as Fiber from "effect/Fiber"
 import type * as FiberStatus from "effect/FiberStatus"
 import { createHash } from "node:crypto"
-import * as Redis from "../Redis.js"
+import type * as Redis from "../Redis.js"
 import type * as Script from "../Script.js"
+import * as core from "./service.js"
 
 /** @internal */
 export const TypeId: Script.TypeId = Symbol.for("wakuwaku/Script") as Script.TypeId
+
+/** @internal An error reply with Redis's own words, as a twin throws it. */
+export class ReplyError extends Error {}
 
 const asIs = (reply: unknown): Either.Either<unknown, string> => Either.right(reply)
 
@@ -100,7 +104,7 @@ export const registered = (): ReadonlyArray<Script.Script<unknown>> => [...libra
 
 /** @internal The one error of a reply that is not what was expected: of a command, or of a script (`script <name>`). */
 export const unexpectedReply = (operation: string, reply: unknown, expected: string): Redis.RedisError =>
-  new Redis.RedisError({
+  new core.RedisError({
     reason: "Reply",
     operation,
     cause: new Error(`unexpected reply ${show(reply)}: expected ${expected}`)
@@ -172,7 +176,7 @@ export const run = <A>(
   keys: ReadonlyArray<string>,
   args: ReadonlyArray<string>
 ): Effect.Effect<A, Redis.RedisError, Redis.Redis> =>
-  Effect.flatMap(Redis.Redis, (redis) => redis.script(script, keys, args))
+  Effect.flatMap(core.Redis, (redis) => redis.script(script, keys, args))
 
 /** @internal */
 export const manyLua = (fn: string, keys: number, args: number, shared = 0): string => {

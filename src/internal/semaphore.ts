@@ -9,8 +9,8 @@ import * as Inspectable from "effect/Inspectable"
 import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
 import * as Capability from "../Capability.js"
-import * as Lock from "../Lock.js"
-import * as Redis from "../Redis.js"
+import type * as Lock from "../Lock.js"
+import type * as Redis from "../Redis.js"
 import type * as Script from "../Script.js"
 import type * as Semaphore from "../Semaphore.js"
 import { bounded, toMillis } from "./duration.js"
@@ -20,8 +20,16 @@ import * as key from "./key.js"
 import * as lease from "./lease.js"
 import * as access from "./redis.js"
 import { define, flag, manyLua, manyTwin, runOn } from "./script.js"
+import * as core from "./service.js"
 
 const KIND = "Semaphore"
+
+/** @internal */
+export const TypeId: Semaphore.TypeId = Symbol.for("wakuwaku/Semaphore") as Semaphore.TypeId
+
+/** @internal */
+export const isSemaphore = (u: unknown): u is Semaphore.Semaphore<never> =>
+  typeof u === "object" && u !== null && TypeId in u
 
 /** @internal */
 export const entity: Semaphore.Entity = Capability.entity(KIND)
@@ -271,6 +279,7 @@ interface Keys {
 }
 
 class SemaphoreImpl<Name extends Redis.KeyName> implements Semaphore.Semaphore<Name> {
+  readonly [TypeId]: Semaphore.TypeId = TypeId
   readonly label: string
   readonly leaseMillis: string
   readonly permitsArg: string
@@ -285,7 +294,7 @@ class SemaphoreImpl<Name extends Redis.KeyName> implements Semaphore.Semaphore<N
   keys(operation: string, name: Name, n: number): Either.Either<Keys, Redis.InvalidInput> {
     if (typeof n !== "number" || !Number.isSafeInteger(n) || n < 1 || n > this.permits) {
       return Either.left(
-        new Redis.InvalidInput({
+        new core.InvalidInput({
           operation: `${this.label}.${operation}`,
           argument: "n",
           message: typeof n === "number" && Number.isSafeInteger(n) && n > this.permits
@@ -388,8 +397,8 @@ export const scoped = <Name extends Redis.KeyName>(
   n: number,
   options: Lock.Options | undefined
 ): Effect.Effect<
-  { readonly permit: Semaphore.Permit; readonly lost: Effect.Effect<never, Lock.LockLost> },
-  Lock.LockUnavailable | Redis.RedisError | Redis.InvalidInput,
+  { readonly permit: Semaphore.Permit; readonly lost: Effect.Effect<never, Lock.LeaseLost> },
+  Lock.LeaseUnavailable | Redis.RedisError | Redis.InvalidInput,
   Semaphore.Requirements | Scope.Scope
 > => {
   const impl = sem as SemaphoreImpl<Name>
@@ -397,7 +406,7 @@ export const scoped = <Name extends Redis.KeyName>(
   const renewEvery = keepAlive.every(sem.ttl, options?.renewEvery, "renewEvery")
   const keys = impl.keys("withPermits", name, n)
   if (Either.isLeft(keys)) return Effect.fail(keys.left)
-  const policy = options?.acquire ?? Lock.wait()
+  const policy = options?.acquire ?? lease.wait()
   const waits = policy._tag === "Wait" && n > 1
   return Effect.suspend(() => {
     const secret = lease.secret()
@@ -406,7 +415,7 @@ export const scoped = <Name extends Redis.KeyName>(
         impl.attempt(keys.right, n, waits, () => secret),
         policy,
         sem.ttl,
-        () => new Lock.LockUnavailable({ lock: impl.label, name: keys.right.name })
+        () => new lease.LeaseUnavailable({ lock: impl.label, name: keys.right.name })
       ),
       (granted) =>
         Effect.map(
@@ -415,7 +424,7 @@ export const scoped = <Name extends Redis.KeyName>(
             sem.ttl,
             renewEvery,
             (reason) =>
-              new Lock.LockLost({ lock: impl.label, name: keys.right.name, fence: granted.token.fence, reason })
+              new lease.LeaseLost({ lock: impl.label, name: keys.right.name, fence: granted.token.fence, reason })
           ),
           ({ lost, token }) => ({ permit: token as Semaphore.Permit, lost })
         )

@@ -7,8 +7,9 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
+import * as Capability from "../Capability.js"
 import * as Rate from "../Rate.js"
-import * as Redis from "../Redis.js"
+import type * as Redis from "../Redis.js"
 import type * as Script from "../Script.js"
 import type * as TokenBucket from "../TokenBucket.js"
 import { FUNCTIONS, FUNCTIONS_AT_NOW, levelOf, retry, type Shape, shapeOf, store, take } from "./bucket.js"
@@ -18,11 +19,12 @@ import * as limiter from "./limiter.js"
 import * as limits from "./limits.js"
 import * as metered_ from "./metered.js"
 import { define, flag, manyLua, manyTwin, show } from "./script.js"
+import * as core from "./service.js"
 
 const KIND = "TokenBucket"
 
 /** @internal */
-export const entity = Object.freeze({ kind: KIND }) as TokenBucket.Entity
+export const entity: TokenBucket.Entity = Capability.entity(KIND)
 
 /** @internal */
 export const TypeId: TokenBucket.TypeId = Symbol.for("wakuwaku/TokenBucket") as TokenBucket.TypeId
@@ -265,7 +267,7 @@ class BucketImpl<Name extends Redis.KeyName> extends limiter.Limiter<Name, Token
   > => {
     const ms = waitMillis(maxWait, "maxWait")
     return typeof ms === "string"
-      ? Effect.fail(new Redis.InvalidInput({ operation: `${this.label}.reserve`, argument: "maxWait", message: ms }))
+      ? Effect.fail(new core.InvalidInput({ operation: `${this.label}.reserve`, argument: "maxWait", message: ms }))
       : this.spend("reserve", RESERVE, name, cost, [String(ms)])
   }
 
@@ -275,7 +277,7 @@ class BucketImpl<Name extends Redis.KeyName> extends limiter.Limiter<Name, Token
   ): Effect.Effect<boolean, Redis.RedisError | Redis.InvalidInput, TokenBucket.Requirements<"write">> => {
     if (!isGranted(reservation)) {
       return Effect.fail(
-        new Redis.InvalidInput({
+        new core.InvalidInput({
           operation: `${this.label}.cancel`,
           argument: "reservation",
           message: `reservation must be a Granted reservation as reserve made it, got ${show(reservation)}`

@@ -21,10 +21,11 @@ import * as Exit from "effect/Exit"
 import type * as Fiber from "effect/Fiber"
 import type * as FiberStatus from "effect/FiberStatus"
 import * as RuntimeFlags from "effect/RuntimeFlags"
-import * as Redis from "../../Redis.js"
+import type * as Redis from "../../Redis.js"
 import type * as Script from "../../Script.js"
 import { redisError } from "../errors.js"
 import { decodedReply, unexpectedReply } from "../script.js"
+import * as core from "../service.js"
 
 /** @internal The outcome of one request: its reply, or its failure. */
 export type Outcome = { readonly reply: unknown } | { readonly error: Redis.RedisError }
@@ -131,7 +132,7 @@ export const make = (
       if ("error" in outcome) {
         // Failures name the script the caller ran, not its batch.
         const { cause, reason } = outcome.error
-        const error = new Redis.RedisError({ reason, operation: `script ${script.name}`, cause })
+        const error = new core.RedisError({ reason, operation: `script ${script.name}`, cause })
         for (const resume of resumes) resume!(Exit.fail(error))
       } else if (Array.isArray(outcome.reply) && outcome.reply.length === resumes.length) {
         // Each call gets its own reply, or its own error: the batch script runs each call protected.
@@ -242,7 +243,7 @@ const NONE: ReadonlyArray<string> = []
 const scriptError = (script: Script.Script<unknown>, cause: Error) => {
   const error = redisError(`script ${script.name}`, cause)
   return error.reason === "Server"
-    ? new Redis.RedisError({ reason: "Script", operation: error.operation, cause })
+    ? new core.RedisError({ reason: "Script", operation: error.operation, cause })
     : error
 }
 

@@ -1,5 +1,6 @@
 /** @internal The plain commands of the embedded backend (what `Redis.command` runs), on its keyspace. */
-import * as Script from "../../Script.js"
+import type * as Script from "../../Script.js"
+import { ReplyError } from "../script.js"
 import { type Db, integer } from "./keyspace.js"
 
 /** @internal */
@@ -18,7 +19,7 @@ export const command = (
   const s = args.map(String)
   const arity = (min: number, max = min) => {
     if (s.length < min || s.length > max) {
-      throw new Script.ReplyError(`ERR wrong number of arguments for '${name.toLowerCase()}' command`)
+      throw new ReplyError(`ERR wrong number of arguments for '${name.toLowerCase()}' command`)
     }
   }
   switch (upper(name)) {
@@ -34,7 +35,7 @@ export const command = (
         if (option === "NX") nx = true
         else if (option === "PX" && i + 1 < s.length) px = integer(s[++i]!)
         else if (option === "EX" && i + 1 < s.length) px = integer(s[++i]!) * 1000
-        else throw new Script.ReplyError("ERR syntax error")
+        else throw new ReplyError("ERR syntax error")
       }
       return db.set(s[0]!, s[1]!, { ...(px === undefined ? {} : { px }), nx })
     }
@@ -52,7 +53,7 @@ export const command = (
       return db.pttl(s[0]!)
     case "PEXPIRE":
       arity(2, 3)
-      if (s[2] !== undefined && upper(s[2]) !== "GT") throw new Script.ReplyError("ERR Unsupported option " + s[2])
+      if (s[2] !== undefined && upper(s[2]) !== "GT") throw new ReplyError("ERR Unsupported option " + s[2])
       return db.pexpire(s[0]!, s[1]!, s[2] !== undefined)
     case "RPUSH":
       arity(2, Infinity)
@@ -91,7 +92,7 @@ export const command = (
       if (s[3] === undefined) {
         return db.zrangeWithScores(s[0]!, integer(s[1]!), integer(s[2]!)).filter((_, i) => i % 2 === 0)
       }
-      if (upper(s[3]) !== "WITHSCORES") throw new Script.ReplyError("ERR syntax error")
+      if (upper(s[3]) !== "WITHSCORES") throw new ReplyError("ERR syntax error")
       return db.zrangeWithScores(s[0]!, integer(s[1]!), integer(s[2]!))
     case "DBSIZE":
       arity(0)
@@ -119,10 +120,10 @@ export const command = (
       if (upper(s[0] ?? "") === "KILL" && upper(s[1] ?? "") === "ID" && s.length === 3) {
         return kill(integer(s[2]!))
       }
-      throw new Script.ReplyError(`ERR unknown subcommand '${s[0] ?? ""}' (the memory backend knows CLIENT KILL ID)`)
+      throw new ReplyError(`ERR unknown subcommand '${s[0] ?? ""}' (the memory backend knows CLIENT KILL ID)`)
     }
     default:
-      throw new Script.ReplyError(
+      throw new ReplyError(
         `ERR unknown command '${name}' (the memory backend implements the commands the library uses)`
       )
   }
@@ -131,6 +132,6 @@ export const command = (
 /** @internal LEFT or RIGHT. */
 export const side = (s: string): "LEFT" | "RIGHT" => {
   const u = upper(s)
-  if (u !== "LEFT" && u !== "RIGHT") throw new Script.ReplyError("ERR syntax error")
+  if (u !== "LEFT" && u !== "RIGHT") throw new ReplyError("ERR syntax error")
   return u
 }

@@ -3,7 +3,8 @@
  * empty lists and sorted sets removed, TTLs in ms, a key alive until `now > expireAt`), at one time per
  * call. A script's twin calls it as the Lua calls `redis.call`, line for line (`Script.Keyspace`).
  */
-import * as Script from "../../Script.js"
+import type * as Script from "../../Script.js"
+import { ReplyError } from "../script.js"
 import { Keys, type Written } from "./keys.js"
 
 const WRONGTYPE = "WRONGTYPE Operation against a key holding the wrong kind of value"
@@ -18,7 +19,7 @@ interface Entry extends Written {
 /** @internal An integer argument, as Redis parses it. */
 export const integer = (s: string | number): number => {
   const n = typeof s === "number" ? s : /^-?\d+$/.test(s) ? Number(s) : Number.NaN
-  if (!Number.isSafeInteger(n)) throw new Script.ReplyError(NOT_INTEGER)
+  if (!Number.isSafeInteger(n)) throw new ReplyError(NOT_INTEGER)
   return n
 }
 
@@ -62,19 +63,19 @@ export class Db implements Script.Keyspace {
   private string(key: string): string | undefined {
     const entry = this.live(key)
     if (entry === undefined) return undefined
-    if (typeof entry.data !== "string") throw new Script.ReplyError(WRONGTYPE)
+    if (typeof entry.data !== "string") throw new ReplyError(WRONGTYPE)
     return entry.data
   }
   private list(key: string): Array<string> | undefined {
     const entry = this.live(key)
     if (entry === undefined) return undefined
-    if (!Array.isArray(entry.data)) throw new Script.ReplyError(WRONGTYPE)
+    if (!Array.isArray(entry.data)) throw new ReplyError(WRONGTYPE)
     return entry.data
   }
   private zset(key: string): Map<string, number> | undefined {
     const entry = this.live(key)
     if (entry === undefined) return undefined
-    if (!(entry.data instanceof Map)) throw new Script.ReplyError(WRONGTYPE)
+    if (!(entry.data instanceof Map)) throw new ReplyError(WRONGTYPE)
     return entry.data
   }
   /** Stores a new key, within the cap. */
@@ -148,7 +149,7 @@ export class Db implements Script.Keyspace {
   /** SET, with PX and NX as the library uses them; "OK", or null when NX finds the key. */
   set(key: string, value: string, options?: { readonly px?: number | string; readonly nx?: boolean }): "OK" | null {
     const px = options?.px === undefined ? undefined : integer(options.px)
-    if (px !== undefined && px <= 0) throw new Script.ReplyError("ERR invalid expire time in 'set' command")
+    if (px !== undefined && px <= 0) throw new ReplyError("ERR invalid expire time in 'set' command")
     if (options?.nx === true && this.live(key) !== undefined) return null
     this.create(key, value, px === undefined ? undefined : this.nowMs + px)
     return "OK"
@@ -174,7 +175,7 @@ export class Db implements Script.Keyspace {
   lpop(key: string, count: number | string): Array<string> | null {
     const list = this.list(key)
     const n = integer(count)
-    if (n < 0) throw new Script.ReplyError("ERR value is out of range, must be positive")
+    if (n < 0) throw new ReplyError("ERR value is out of range, must be positive")
     if (list === undefined) return null
     const popped = list.splice(0, n)
     this.tidy(key, list)
@@ -195,9 +196,9 @@ export class Db implements Script.Keyspace {
   }
   lset(key: string, i: number, value: string): "OK" {
     const list = this.list(key)
-    if (list === undefined) throw new Script.ReplyError("ERR no such key")
+    if (list === undefined) throw new ReplyError("ERR no such key")
     const at = index(i, list.length)
-    if (at < 0 || at >= list.length) throw new Script.ReplyError("ERR index out of range")
+    if (at < 0 || at >= list.length) throw new ReplyError("ERR index out of range")
     list[at] = value
     return "OK"
   }

@@ -22,11 +22,12 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import type * as ParseResult from "effect/ParseResult"
 import * as Stream from "effect/Stream"
-import * as Pipe from "../../Pipe.js"
+import type * as Pipe from "../../Pipe.js"
 import type * as Redis from "../../Redis.js"
 import { defaultEvery, keepAlive } from "../keepAlive.js"
 import * as lease from "../lease.js"
 import { runOn, unexpectedReply } from "../script.js"
+import * as errors from "./errors.js"
 import { BATCH, BEAT, CLOSE, FETCH, MODE, OPEN, RELEASE, RENEW } from "./scripts.js"
 
 /** A pull's value at the close sentinel: the stream ends. */
@@ -70,7 +71,7 @@ export const receiver = <A>(
     // BLMOVE's timeout is in seconds, decimals allowed.
     const blockSeconds = String(pipe.ttlMillis / 1000)
     const { closed, inflight, messages, receiver } = keys
-    const busy = (reason: "Held" | "Lost") => new Pipe.PipeBusy({ pipe: pipe.label, name: keys.name, reason })
+    const busy = (reason: "Held" | "Lost") => new errors.PipeBusy({ pipe: pipe.label, name: keys.name, reason })
 
     const dedicated = yield* redis.dedicated(messages)
     const token = lease.secret()
@@ -143,7 +144,7 @@ export const receiver = <A>(
         const decoded = pipe.decodeJson(raw)
         if (Either.isLeft(decoded)) {
           state.done++
-          return Effect.fail(new Pipe.MessageError({ pipe: pipe.label, name: keys.name, raw, cause: decoded.left }))
+          return Effect.fail(new errors.MessageError({ pipe: pipe.label, name: keys.name, raw, cause: decoded.left }))
         }
         if (atLeastOnce) state.handed = true
         else state.done++
@@ -181,7 +182,7 @@ export const receiver = <A>(
           onFailure: failRedis,
           onSuccess: (moved) => {
             if (moved === null) {
-              return Effect.fail(new Pipe.PipeAbandoned({ pipe: pipe.label, name: keys.name, ttl: pipe.ttl }))
+              return Effect.fail(new errors.PipeAbandoned({ pipe: pipe.label, name: keys.name, ttl: pipe.ttl }))
             }
             if (typeof moved !== "string") return Effect.fail(unexpectedReply("BLMOVE", moved, "a payload or nil"))
             state.buffer = [moved]

@@ -13,7 +13,8 @@ import * as Duration from "effect/Duration"
 import type * as Http from "node:http"
 import { PassThrough } from "node:stream"
 import { type Dispatcher, Pool } from "undici"
-import * as Proxy from "../../Proxy.js"
+import type * as Proxy from "../../Proxy.js"
+import { ProxyError } from "./errors.js"
 import { classify, type Resolved } from "./exchange.js"
 import type { Upstream } from "./target.js"
 
@@ -109,7 +110,7 @@ class Exchange implements Dispatcher.DispatchHandler {
     if (this.settled) return
     this.timer = setTimeout(() => {
       this.fail(
-        new Proxy.ProxyError({
+        new ProxyError({
           reason: "Timeout",
           cause: `no response within ${Duration.format(this.options.timeout)}`
         })
@@ -159,7 +160,7 @@ class Exchange implements Dispatcher.DispatchHandler {
 const failureOf = (error: Error): Proxy.ProxyError => {
   const code = (error as { readonly code?: unknown }).code
   if (code === "UND_ERR_SOCKET") {
-    return new Proxy.ProxyError({
+    return new ProxyError({
       // A 101 to a request that asked for no upgrade (none is ever forwarded): not HTTP this proxy can relay.
       reason: error.message === "bad upgrade" ? "Protocol" : "Reset",
       cause: error
@@ -191,7 +192,7 @@ export const exchange = (
     body = new PassThrough()
     body.on("error", () => {})
     source.once("error", (cause) => {
-      handler.fail(new Proxy.ProxyError({ reason: "RequestBody", cause }))
+      handler.fail(new ProxyError({ reason: "RequestBody", cause }))
       handler.abort()
     })
     source.pipe(body)

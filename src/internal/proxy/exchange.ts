@@ -8,29 +8,17 @@ import * as Duration from "effect/Duration"
 import type * as Http from "node:http"
 import * as HttpModule from "node:http"
 import * as Https from "node:https"
-import * as Proxy from "../../Proxy.js"
+import type * as Proxy from "../../Proxy.js"
 import { positive } from "../duration.js"
 import { trustList } from "../http/address.js"
+import { ProxyError, STATUS } from "./errors.js"
 import { endToEnd, normalizeAddress } from "./headers.js"
 import { parseUpstream, type Upstream } from "./target.js"
 
 /** @internal The name this proxy gives itself in `Proxy-Status` (RFC 9209). */
 export const NAME = "wakuwaku"
 
-/** @internal The RFC 9209 error type and the response status of each reason. */
-export const STATUS: Record<
-  Proxy.ProxyErrorReason,
-  { readonly status: number; readonly type: string; readonly text: string }
-> = {
-  Refused: { status: 502, type: "connection_refused", text: "the upstream refused the connection" },
-  Reset: { status: 502, type: "connection_terminated", text: "the upstream closed the connection without a response" },
-  Unresolved: { status: 502, type: "dns_error", text: "the upstream's host name did not resolve" },
-  Unreachable: { status: 502, type: "destination_unavailable", text: "the upstream could not be reached" },
-  Protocol: { status: 502, type: "http_protocol_error", text: "the upstream's response was not valid HTTP" },
-  ConnectTimeout: { status: 504, type: "connection_timeout", text: "connecting to the upstream timed out" },
-  Timeout: { status: 504, type: "http_response_timeout", text: "the upstream did not respond in time" },
-  RequestBody: { status: 400, type: "http_request_error", text: "the request body could not be read" }
-}
+export { STATUS }
 
 /** @internal The `code` of a Node error, also inside an AggregateError (happy eyeballs) or a wrapped cause. */
 export const codeOf = (cause: unknown): string | undefined => {
@@ -55,7 +43,7 @@ export const classify = (cause: unknown): Proxy.ProxyError => {
     : code === "ETIMEDOUT" || code === "UND_ERR_CONNECT_TIMEOUT"
     ? "ConnectTimeout"
     : "Protocol"
-  return new Proxy.ProxyError({ reason, cause })
+  return new ProxyError({ reason, cause })
 }
 
 /**
@@ -257,7 +245,7 @@ export const exchange = (
     outgoing = (options.upstream.protocol === "https:" ? Https.request : HttpModule.request)(requestOptions)
   } catch (cause) {
     // node:http refused the request itself (a header value or path it will not send).
-    fail(new Proxy.ProxyError({ reason: "Protocol", cause }))
+    fail(new ProxyError({ reason: "Protocol", cause }))
     return () => {}
   }
   // Stays attached after the response came: a late socket error must not be an unhandled 'error'.
@@ -266,12 +254,12 @@ export const exchange = (
   // A 101 to a request that asked for no upgrade (none is ever forwarded): not HTTP this proxy can relay.
   outgoing.once("upgrade", (_response, socket) => {
     socket.destroy()
-    fail(new Proxy.ProxyError({ reason: "Protocol", cause: "the upstream switched protocols (101) unasked" }))
+    fail(new ProxyError({ reason: "Protocol", cause: "the upstream switched protocols (101) unasked" }))
   })
   outgoing.once("finish", () => {
     if (settled) return
     timer = setTimeout(() => {
-      fail(new Proxy.ProxyError({ reason: "Timeout", cause: `no response within ${Duration.format(options.timeout)}` }))
+      fail(new ProxyError({ reason: "Timeout", cause: `no response within ${Duration.format(options.timeout)}` }))
       outgoing.destroy()
     }, options.timeoutMs)
   })
@@ -279,7 +267,7 @@ export const exchange = (
     // `pipe`, not `pipeline`: an upstream that fails must not destroy the client's request, whose
     // connection still has to carry the 502.
     source.once("error", (cause) => {
-      fail(new Proxy.ProxyError({ reason: "RequestBody", cause }))
+      fail(new ProxyError({ reason: "RequestBody", cause }))
       outgoing.destroy()
     })
     source.pipe(outgoing)
