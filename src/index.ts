@@ -14,6 +14,9 @@ export * as Capability from "./Capability.js"
 export * as FixedWindow from "./FixedWindow.js"
 
 /** @since 0.1.0 */
+export * as Limiter from "./Limiter.js"
+
+/** @since 0.1.0 */
 export * as Lock from "./Lock.js"
 
 /** @since 0.1.0 */

@@ -74,6 +74,7 @@ describe("architecture: the import rules", () => {
       "Capability.ts",
       "Script.ts",
       "Admission.ts",
+      "Limiter.ts",
       "Rate.ts"
     ])
     // A new public module must be placed in one of these groups (and in README's Architecture).

@@ -208,6 +208,9 @@ describe("a Redis URL that cannot be used is a misconfigured store: exit code 1 
   })
 })
 
+/** A token bucket's `--refill`, read. */
+type Refill = { readonly tokens: number; readonly period: Duration.Duration }
+
 describe("parse", () => {
   it("defaults to the demo policy: a token bucket of 20, one back every 3 s, per client IP, on :8080, embedded store", () => {
     const c = config(["--upstream", "http://127.0.0.1:3000"])
@@ -215,7 +218,7 @@ describe("parse", () => {
       host: undefined,
       port: 8080,
       upstream: { _tag: "Url", url: "http://127.0.0.1:3000" },
-      limiter: { algorithm: "token-bucket", capacity: 20, refill: { tokens: 1 } },
+      limiter: { algorithm: "token-bucket", params: { capacity: 20, refill: { tokens: 1 } } },
       key: { _tag: "ip" },
       trustedProxies: [],
       ipv6Prefix: 56,
@@ -224,7 +227,7 @@ describe("parse", () => {
       onStoreFailure: "fallback",
       maxEntries: 100_000
     })
-    expect(c.limiter.algorithm === "token-bucket" && millis(c.limiter.refill.period)).toBe(3_000)
+    expect(millis((c.limiter.params["refill"] as Refill).period)).toBe(3_000)
     expect(millis(c.timeout)).toBe(30_000)
     expect(millis(c.shutdownTimeout)).toBe(10_000)
     expect(millis(c.storeTimeout)).toBe(500)
@@ -255,7 +258,7 @@ describe("parse", () => {
       host: "0.0.0.0",
       port: 9000,
       upstream: { _tag: "Url", url: "http://app:3000/api" },
-      limiter: { algorithm: "fixed-window", limit: 100 },
+      limiter: { algorithm: "fixed-window", params: { limit: 100 } },
       key: { _tag: "header", name: "x-api-key" },
       trustedProxies: ["10.0.0.0/8", "fd00::/8"],
       ipv6Prefix: 64,
@@ -265,7 +268,7 @@ describe("parse", () => {
       maxEntries: 5000
     })
     expect([millis(c.shutdownTimeout), millis(c.timeout), millis(c.storeTimeout)]).toEqual([2_000, 1_500, 200])
-    expect(c.limiter.algorithm === "fixed-window" && millis(c.limiter.window)).toBe(60_000)
+    expect(millis(c.limiter.params["window"] as Duration.Duration)).toBe(60_000)
     expect(config(["--port=7000", "--namespace", "flag"], env)).toMatchObject({ port: 7000, namespace: "flag" })
     expect(config(["--demo"], { WAKUWAKU_DEMO: "true" }).upstream).toEqual({ _tag: "Demo" })
     expect(config([], { WAKUWAKU_DEMO: "1" }).upstream).toEqual({ _tag: "Demo" })
@@ -274,7 +277,8 @@ describe("parse", () => {
   it("durations, refill rates and hop counts", () => {
     const refill = (text: string) => {
       const c = config(["--demo", "--refill", text])
-      return c.limiter.algorithm === "token-bucket" ? [c.limiter.refill.tokens, millis(c.limiter.refill.period)] : []
+      const { period, tokens } = c.limiter.params["refill"] as Refill
+      return [tokens, millis(period)]
     }
     expect(refill("1/3s")).toEqual([1, 3_000])
     expect(refill("10/1m")).toEqual([10, 60_000])
@@ -328,10 +332,10 @@ describe("parse", () => {
       ["proxy", "--demo", "--algorithm", "leaky-bucket"],
       "--algorithm: expected token-bucket or fixed-window, got \"leaky-bucket\""
     ],
-    [["proxy", "--demo", "--window", "1m"], "--window applies to the other algorithm, not token-bucket"],
+    [["proxy", "--demo", "--window", "1m"], "--window applies to fixed-window, not token-bucket"],
     [
       ["proxy", "--demo", "--algorithm", "fixed-window", "--capacity", "5"],
-      "--capacity applies to the other algorithm, not fixed-window"
+      "--capacity applies to token-bucket, not fixed-window"
     ],
     [["proxy", "--demo", "--capacity", "0"], "--capacity: expected a positive whole number, got \"0\""],
     [
