@@ -32,6 +32,9 @@ export * as Redis from "./Redis.js"
 export * as Script from "./Script.js"
 
 /** @since 0.1.0 */
+export * as SlidingWindow from "./SlidingWindow.js"
+
+/** @since 0.1.0 */
 export * as TokenBucket from "./TokenBucket.js"
 
 /** @since 0.1.0 */
