@@ -10,8 +10,8 @@
  *
  * **What lives in Redis.** One list per name that has counted something in the last `window`:
  * `@@wakuwaku:SlidingWindow:<namespace>:<name>`. Element 0 is the total cost of the entries; then one entry
- * per allowed acquire, `"<t µs> <cost>"` (server time from `TIME` inside the script), oldest first; acquires
- * of the same microsecond share one. An entry counts from `t` until `t + window`; the next allowed acquire
+ * per allowed acquire of a cost above 0, `"<t µs> <cost>"` (server time from `TIME` inside the script),
+ * oldest first. An entry counts from `t` until `t + window`; the next allowed acquire
  * drops the entries that have expired. The list expires when its newest entry does (its TTL is the window,
  * rounded up to the millisecond). Idle names use no memory.
  *

@@ -75,105 +75,119 @@ describe("SlidingWindow.make", () => {
       10,
       90_000
     ])
-    expect(Duration.toMillis(described.resetAfter({ _tag: "Allowed", remaining: 3, resetAfter: Duration.millis(1500) })))
+    expect(
+      Duration.toMillis(described.resetAfter({ _tag: "Allowed", remaining: 3, resetAfter: Duration.millis(1500) }))
+    )
       .toBe(1500)
     expect(Duration.toMillis(described.resetAfter({ _tag: "Allowed", remaining: 10 }))).toBe(0)
   })
 })
 
 describe("SlidingWindow on the memory backend under TestClock: exact at every instant", () => {
-  effect.effect("at most limit in any window; a denial's retryAfter is when the oldest entries free the cost", () =>
-    Effect.gen(function*() {
-      const W = SlidingWindow.make<string>("w", 3, "10 seconds")
-      const key = keyOf("w", "a")
-      expect(resetAfter(yield* W.acquire("a", 1))).toBe(10_000)
-      yield* TestClock.adjust("2 seconds")
-      const full = yield* W.acquire("a", 2)
-      expect([allowed(full), resetAfter(full)]).toEqual([0, 10_000])
-      expect(yield* list(key)).toEqual(["3", "0 1", "2000000 2"])
-      expect(yield* pttl(key)).toBe(10_000)
-      yield* TestClock.adjust("3 seconds")
-      // The entry of t = 0 ends at 10 s: 5 s from now. Nothing written by the denial.
-      expect(denied(yield* W.acquire("a", 1))).toBe(5_000)
-      // A cost of 2 needs the entry of 2 s to end too: at 12 s.
-      expect(denied(yield* W.acquire("a", 2))).toBe(7_000)
-      expect(denied(yield* W.acquire("a", 4))).toBeNull()
-      expect(yield* list(key)).toEqual(["3", "0 1", "2000000 2"])
-      yield* TestClock.adjust("4999 millis")
-      expect(denied(yield* W.acquire("a", 1))).toBe(1)
-      expect(yield* W.peek("a")).toBe(0)
-      yield* TestClock.adjust("1 millis")
-      // 10 s: the first entry has ended, the one of 2 s still counts.
-      expect(yield* W.peek("a")).toBe(1)
-      const again = yield* W.acquire("a", 1)
-      expect([allowed(again), resetAfter(again)]).toEqual([0, 10_000])
-      expect(yield* list(key)).toEqual(["3", "2000000 2", "10000000 1"])
-      expect(allowed(yield* W.acquire("a", 0))).toBe(0)
-      yield* TestClock.adjust("2 seconds")
-      expect(allowed(yield* W.acquire("a", 2))).toBe(0)
-      expect(yield* list(key)).toEqual(["3", "10000000 1", "12000000 2"])
-    }).pipe(Effect.provide(Redis.layerMemory())))
+  effect.effect(
+    "at most limit in any window; a denial's retryAfter is when the oldest entries free the cost",
+    () =>
+      Effect.gen(function*() {
+        const W = SlidingWindow.make<string>("w", 3, "10 seconds")
+        const key = keyOf("w", "a")
+        expect(resetAfter(yield* W.acquire("a", 1))).toBe(10_000)
+        yield* TestClock.adjust("2 seconds")
+        const full = yield* W.acquire("a", 2)
+        expect([allowed(full), resetAfter(full)]).toEqual([0, 10_000])
+        expect(yield* list(key)).toEqual(["3", "0 1", "2000000 2"])
+        expect(yield* pttl(key)).toBe(10_000)
+        yield* TestClock.adjust("3 seconds")
+        // The entry of t = 0 ends at 10 s: 5 s from now. Nothing written by the denial.
+        expect(denied(yield* W.acquire("a", 1))).toBe(5_000)
+        // A cost of 2 needs the entry of 2 s to end too: at 12 s.
+        expect(denied(yield* W.acquire("a", 2))).toBe(7_000)
+        expect(denied(yield* W.acquire("a", 4))).toBeNull()
+        expect(yield* list(key)).toEqual(["3", "0 1", "2000000 2"])
+        yield* TestClock.adjust("4999 millis")
+        expect(denied(yield* W.acquire("a", 1))).toBe(1)
+        expect(yield* W.peek("a")).toBe(0)
+        yield* TestClock.adjust("1 millis")
+        // 10 s: the first entry has ended, the one of 2 s still counts.
+        expect(yield* W.peek("a")).toBe(1)
+        const again = yield* W.acquire("a", 1)
+        expect([allowed(again), resetAfter(again)]).toEqual([0, 10_000])
+        expect(yield* list(key)).toEqual(["3", "2000000 2", "10000000 1"])
+        expect(allowed(yield* W.acquire("a", 0))).toBe(0)
+        yield* TestClock.adjust("2 seconds")
+        expect(allowed(yield* W.acquire("a", 2))).toBe(0)
+        expect(yield* list(key)).toEqual(["3", "10000000 1", "12000000 2"])
+      }).pipe(Effect.provide(Redis.layerMemory()))
+  )
 
-  effect.effect("no boundary burst: a fixed window admits 2 × limit across its edge, the sliding window limit", () =>
-    Effect.gen(function*() {
-      const S = SlidingWindow.make<string>("s", 5, "1 second")
-      const F = FixedWindow.make<string>("f", 5, "1 second")
-      yield* TestClock.adjust("900 millis")
-      expect(allowed(yield* S.acquire("a", 5))).toBe(0)
-      expect(allowed(yield* F.acquire("a", 5))).toBe(0)
-      yield* TestClock.adjust("200 millis")
-      expect(allowed(yield* F.acquire("a", 5))).toBe(0)
-      expect(denied(yield* S.acquire("a", 1))).toBe(800)
-    }).pipe(Effect.provide(Redis.layerMemory())))
+  effect.effect(
+    "no boundary burst: a fixed window admits 2 × limit across its edge, the sliding window limit",
+    () =>
+      Effect.gen(function*() {
+        const S = SlidingWindow.make<string>("s", 5, "1 second")
+        const F = FixedWindow.make<string>("f", 5, "1 second")
+        yield* TestClock.adjust("900 millis")
+        expect(allowed(yield* S.acquire("a", 5))).toBe(0)
+        expect(allowed(yield* F.acquire("a", 5))).toBe(0)
+        yield* TestClock.adjust("200 millis")
+        expect(allowed(yield* F.acquire("a", 5))).toBe(0)
+        expect(denied(yield* S.acquire("a", 1))).toBe(800)
+      }).pipe(Effect.provide(Redis.layerMemory()))
+  )
 
-  effect.effect("acquires of one instant share an entry; batched acquires are each decided in turn", () =>
-    Effect.gen(function*() {
-      const W = SlidingWindow.make<string>("b", 4, "1 second")
-      const batch = yield* Effect.all([W.acquire("a", 1), W.acquire("a", 2), W.acquire("a", 2)], {
-        concurrency: "unbounded"
-      })
-      expect(batch.map((a) => a._tag)).toEqual(["Allowed", "Allowed", "Denied"])
-      expect(yield* list(keyOf("b", "a"))).toEqual(["3", "0 3"])
-    }).pipe(Effect.provide(Redis.layerMemory())))
+  effect.effect(
+    "batched acquires are each decided in turn, each allowed one an entry of its own",
+    () =>
+      Effect.gen(function*() {
+        const W = SlidingWindow.make<string>("b", 4, "1 second")
+        const batch = yield* Effect.all([W.acquire("a", 1), W.acquire("a", 2), W.acquire("a", 2)], {
+          concurrency: "unbounded"
+        })
+        expect(batch.map((a) => a._tag)).toEqual(["Allowed", "Allowed", "Denied"])
+        expect(yield* list(keyOf("b", "a"))).toEqual(["3", "0 1", "0 2"])
+      }).pipe(Effect.provide(Redis.layerMemory()))
+  )
 
-  effect.effect("in a group: decided all or nothing; a refund gives the spent entry back while it lasts", () =>
-    Effect.gen(function*() {
-      const S = SlidingWindow.make<string>("g", 3, "10 seconds")
-      const F = FixedWindow.make<string>("h", 1, "10 seconds")
-      const group = [S, F] as unknown as ReadonlyArray<limits.AnyLimiter>
-      yield* TestClock.adjust("1 second")
-      const first = yield* limits.acquire(group, "a", 1)
-      expect(first.allowed).toBe(true)
-      expect(first.admissions.map(resetAfter)).toEqual([10_000, 9_000])
-      expect(first.starts[0]).toBe(1_000_000)
-      // The window denies: the sliding window spends nothing.
-      const second = yield* limits.acquire(group, "a", 1)
-      expect(second.allowed).toBe(false)
-      expect(allowed(second.admissions[0]!)).toBe(2)
-      expect(yield* list(keyOf("g", "a"))).toEqual(["1", "1000000 1"])
-      expect(yield* limits.check(group, "a", 1)).toEqual([0, 9_000])
-      expect(yield* limits.check(group, "a", 3)).toEqual([10_000, -1])
-      // A refund (what a cluster's split decision sends for a group that allowed) removes the entry.
-      yield* TestClock.adjust("1 second")
-      allowed(yield* S.acquire("a", 2))
-      const spec = limits.specOfLimiter(S as unknown as limits.AnyLimiter)
-      const refund = (cost: number, start: number) =>
-        Effect.flatMap(
-          Redis.Redis,
-          (redis) => redis.script(limits.scripts().refund, [keyOf("g", "a")], [String(cost), spec, String(start)])
-        )
-      yield* refund(1, 2_000_000)
-      expect(yield* list(keyOf("g", "a"))).toEqual(["2", "1000000 1", "2000000 1"])
-      yield* refund(1, 1_000_000)
-      expect(yield* list(keyOf("g", "a"))).toEqual(["1", "2000000 1"])
-      yield* refund(5, 2_000_000)
-      expect(yield* keysMatching(keyOf("g", "*"))).toEqual([])
-      // An entry that has ended has nothing to give back.
-      allowed(yield* S.acquire("a", 1))
-      yield* TestClock.adjust("10 seconds")
-      yield* refund(1, 2_000_000)
-      expect(yield* list(keyOf("g", "a"))).toEqual(["1", "2000000 1"])
-    }).pipe(Effect.provide(Redis.layerMemory())))
+  effect.effect(
+    "in a group: decided all or nothing; a refund gives the spent entry back while it lasts",
+    () =>
+      Effect.gen(function*() {
+        const S = SlidingWindow.make<string>("g", 3, "10 seconds")
+        const F = FixedWindow.make<string>("h", 1, "10 seconds")
+        const group = [S, F] as unknown as ReadonlyArray<limits.AnyLimiter>
+        yield* TestClock.adjust("1 second")
+        const first = yield* limits.acquire(group, "a", 1)
+        expect(first.allowed).toBe(true)
+        expect(first.admissions.map(resetAfter)).toEqual([10_000, 9_000])
+        expect(first.starts[0]).toBe(1_000_000)
+        // The window denies: the sliding window spends nothing.
+        const second = yield* limits.acquire(group, "a", 1)
+        expect(second.allowed).toBe(false)
+        expect(allowed(second.admissions[0]!)).toBe(2)
+        expect(yield* list(keyOf("g", "a"))).toEqual(["1", "1000000 1"])
+        expect(yield* limits.check(group, "a", 1)).toEqual([0, 9_000])
+        expect(yield* limits.check(group, "a", 3)).toEqual([10_000, -1])
+        // A refund (what a cluster's split decision sends for a group that allowed) removes the entry.
+        yield* TestClock.adjust("1 second")
+        allowed(yield* S.acquire("a", 2))
+        const spec = limits.specOfLimiter(S as unknown as limits.AnyLimiter)
+        const refund = (cost: number, start: number) =>
+          Effect.flatMap(
+            Redis.Redis,
+            (redis) => redis.script(limits.scripts().refund, [keyOf("g", "a")], [String(cost), spec, String(start)])
+          )
+        yield* refund(1, 2_000_000)
+        expect(yield* list(keyOf("g", "a"))).toEqual(["2", "1000000 1", "2000000 1"])
+        yield* refund(1, 1_000_000)
+        expect(yield* list(keyOf("g", "a"))).toEqual(["1", "2000000 1"])
+        yield* refund(5, 2_000_000)
+        expect(yield* keysMatching(keyOf("g", "*"))).toEqual([])
+        // An entry that has ended has nothing to give back.
+        allowed(yield* S.acquire("a", 1))
+        yield* TestClock.adjust("10 seconds")
+        yield* refund(1, 2_000_000)
+        expect(yield* list(keyOf("g", "a"))).toEqual(["1", "2000000 1"])
+      }).pipe(Effect.provide(Redis.layerMemory()))
+  )
 })
 
 forEachBackend("SlidingWindow", (it) => {

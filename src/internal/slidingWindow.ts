@@ -34,7 +34,7 @@ export const isSlidingWindow = (u: unknown): u is SlidingWindow.SlidingWindow<ne
  * @internal Lua shared by the scripts, after {@link NOW_US}, which sets `now` (the group scripts of ./limits.ts
  * read `now` once and run these in a block of their own). A window's parameters travel as one ARGV string,
  * "<limit> <window µs>". State is one list per name: element 0 the total cost of its entries, then one entry
- * per acquire (of the same server µs: one entry), "<t µs> <cost>", oldest first. An entry counts from its `t`
+ * per allowed acquire of a cost above 0, "<t µs> <cost>", oldest first. An entry counts from its `t`
  * until `t + window` (then it has expired); the list expires when its newest entry does. Expired entries are
  * dropped by the next allowed acquire; until then the functions skip them.
  * - `walk(key, w, total, cost)`: over the entries oldest first: how many have expired and their cost; then,
@@ -103,12 +103,7 @@ local function take(key, w, cost)
   elseif n > 0 then
     redis.call('LTRIM', key, n, -1)
   end
-  if last == stamp and live > 0 then
-    local _, c = entry(redis.call('LINDEX', key, -1))
-    redis.call('LSET', key, -1, string.format('%d', stamp) .. ' ' .. string.format('%d', c + cost))
-  else
-    redis.call('RPUSH', key, string.format('%d', stamp) .. ' ' .. string.format('%d', cost))
-  end
+  redis.call('RPUSH', key, string.format('%d', stamp) .. ' ' .. string.format('%d', cost))
   redis.call('LSET', key, 0, string.format('%d', live + cost))
   local left = ms(stamp + w.size)
   redis.call('PEXPIRE', key, string.format('%d', left))
@@ -176,12 +171,7 @@ const take = (db: Script.Keyspace, key: string, w: Window, cost: number): [numbe
   if (cost === 0) return live === 0 ? [1, 0, remaining] : [1, msTo(db, last! + w.size), remaining]
   if (total === 0) db.rpush(key, "0")
   else if (n > 0) db.ltrim(key, n, -1)
-  if (last === stamp && live > 0) {
-    const [, c] = entryOf(db.lindex(key, -1)!)
-    db.lset(key, -1, `${stamp} ${c + cost}`)
-  } else {
-    db.rpush(key, `${stamp} ${cost}`)
-  }
+  db.rpush(key, `${stamp} ${cost}`)
   db.lset(key, 0, String(live + cost))
   const left = msTo(db, stamp + w.size)
   db.pexpire(key, left)
