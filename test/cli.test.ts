@@ -7,10 +7,10 @@ import { Duration, Effect, Exit, Layer, Scope } from "effect"
 import { spawn } from "node:child_process"
 import * as Net from "node:net"
 import { afterEach, describe, expect, it } from "vitest"
-import { Redis } from "wakuwaku"
+import { Limiter, Redis, SlidingWindow } from "wakuwaku"
 import { RedisServer } from "wakuwaku/testing"
 import { type Config, envNames, flagNames, parse } from "../src/internal/proxy/cli.js"
-import { build, startFailure } from "../src/internal/proxy/main.js"
+import { build, rateLimitOf, startFailure } from "../src/internal/proxy/main.js"
 import {
   cleanEnv,
   closedPort,
@@ -274,6 +274,35 @@ describe("parse", () => {
     expect(config([], { WAKUWAKU_DEMO: "1" }).upstream).toEqual({ _tag: "Demo" })
   })
 
+  it("--algorithm sliding-window: the fixed window's --limit and --window, a sliding window made of them", () => {
+    const c = config(["--demo", "--algorithm", "sliding-window", "--limit", "5", "--window", "10s"])
+    expect(c.limiter).toMatchObject({
+      algorithm: "sliding-window",
+      title: "sliding window",
+      params: { limit: 5 },
+      summary: "5 per any 10s",
+      burst: 5
+    })
+    expect(millis(c.limiter.params["window"] as Duration.Duration)).toBe(10_000)
+    const limiter = rateLimitOf(c).limiter
+    expect(SlidingWindow.isSlidingWindow(limiter)).toBe(true)
+    expect(limiter[Limiter.TypeId]).toMatchObject({ kind: "SlidingWindow", quota: 5 })
+    expect(config(["--demo"], { WAKUWAKU_ALGORITHM: "sliding-window", WAKUWAKU_LIMIT: "7" }).limiter.params)
+      .toMatchObject({ limit: 7 })
+    // Above its maximum: refused when the proxy starts, as the structures' bad options are (exit code 2).
+    expect(() => rateLimitOf(config(["--demo", "--algorithm", "sliding-window", "--limit", "10001"]))).toThrow(
+      /^wakuwaku: SlidingWindow\(proxy\) limit must be a whole number from 0 to 10000 /
+    )
+  })
+
+  it("the help offers every kind's algorithm, with the flags each reads", () => {
+    const command = parse(["proxy", "--help"], {})
+    const text = command._tag === "Help" ? command.text : ""
+    expect(text).toContain("--algorithm NAME             token-bucket, fixed-window or sliding-window\n")
+    expect(text).toContain("--limit N                    fixed-window, sliding-window: requests per window\n")
+    expect(text).toContain("  wakuwaku proxy --demo --algorithm sliding-window --limit 5 --window 10s\n")
+  })
+
   it("durations, refill rates and hop counts", () => {
     const refill = (text: string) => {
       const c = config(["--demo", "--refill", text])
@@ -330,12 +359,20 @@ describe("parse", () => {
     ],
     [
       ["proxy", "--demo", "--algorithm", "leaky-bucket"],
-      "--algorithm: expected token-bucket or fixed-window, got \"leaky-bucket\""
+      "--algorithm: expected token-bucket, fixed-window or sliding-window, got \"leaky-bucket\""
     ],
-    [["proxy", "--demo", "--window", "1m"], "--window applies to fixed-window, not token-bucket"],
+    [["proxy", "--demo", "--window", "1m"], "--window applies to fixed-window or sliding-window, not token-bucket"],
     [
       ["proxy", "--demo", "--algorithm", "fixed-window", "--capacity", "5"],
       "--capacity applies to token-bucket, not fixed-window"
+    ],
+    [
+      ["proxy", "--demo", "--algorithm", "sliding-window", "--refill", "1/s"],
+      "--refill applies to token-bucket, not sliding-window"
+    ],
+    [
+      ["proxy", "--demo", "--algorithm", "sliding-window", "--window", "0s"],
+      "--window: expected a positive duration such as 500ms, 30s or 2m, got \"0s\""
     ],
     [["proxy", "--demo", "--capacity", "0"], "--capacity: expected a positive whole number, got \"0\""],
     [
@@ -449,6 +486,25 @@ describe("running", () => {
     expect(exit.stdout).toContain("for i in $(seq 25); do curl -s -o /dev/null -w '%{http_code}\\n' 127.0.0.1:")
     expect(exit.stdout).toContain("limit:    token bucket \"proxy\": burst 20, 1 per 3s, per client IP")
     expect(exit.stdout).toContain("store:    embedded")
+  })
+
+  it("--algorithm sliding-window --limit 3 --window 1h: 3 requests pass, the 4th gets 429 until the first ends", async () => {
+    const proxy = await startProxy(["--demo", "--algorithm", "sliding-window", "--limit", "3", "--window", "1h"])
+    cleanups.push(async () => {
+      proxy.child.kill("SIGTERM")
+      await proxy.exited
+    })
+    const replies = []
+    for (let i = 0; i < 4; i++) replies.push(await request(proxy.port, { path: "/hello" }))
+    expect(replies.map((reply) => reply.status)).toEqual([200, 200, 200, 429])
+    expect(replies.map((reply) => valueOf(reply, "ratelimit-policy"))).toEqual(Array(4).fill("\"proxy\";q=3;w=3600"))
+    expect(valueOf(replies[0]!, "ratelimit")).toBe("\"proxy\";r=2;t=3600")
+    const retry = Number(valueOf(replies[3]!, "retry-after"))
+    expect(retry).toBeGreaterThan(3590)
+    expect(retry).toBeLessThanOrEqual(3600)
+    proxy.child.kill("SIGTERM")
+    const exit = await proxy.exited
+    expect(exit.stdout).toContain("limit:    sliding window \"proxy\": 3 per any 1h, per client IP")
   })
 
   it(
