@@ -40,7 +40,7 @@ import type { Redis as IORedis } from "ioredis"
 import { readFileSync } from "node:fs"
 import * as os from "node:os"
 import { monitorEventLoopDelay, performance } from "node:perf_hooks"
-import { FixedWindow, Limiter, Rate, Redis, SlidingWindow, TokenBucket } from "wakuwaku"
+import { Capability, FixedWindow, Limiter, Rate, Redis, SlidingWindow, TokenBucket } from "wakuwaku"
 import { RedisServer } from "wakuwaku/testing"
 import { plainClient } from "./measure.js"
 
@@ -208,11 +208,11 @@ const program = Effect.scoped(
     console.log("| limit | TokenBucket B | FixedWindow B | SlidingWindow B | SlidingWindow B per unit |")
     console.log("|---:|---:|---:|---:|---:|")
     for (const limit of LIMITS) {
-      const kinds = [
+      const kinds: ReadonlyArray<Limiter.Limiter<string, Redis.Redis | Capability.Write<Capability.AnyEntity>>> = [
         TokenBucket.make<string>(`tb${limit}`, limit, Rate.make(1, "1 hour")),
         FixedWindow.make<string>(`fw${limit}`, limit, "1 hour"),
         SlidingWindow.make<string>(`sw${limit}`, limit, "1 hour")
-      ] as const
+      ]
       const usage: Array<number> = []
       for (const limiter of kinds) {
         yield* Effect.forEach(indices.slice(0, limit), () => limiter.acquire("user-0", 1), {
