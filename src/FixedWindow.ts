@@ -50,6 +50,7 @@ import type * as Effect from "effect/Effect"
 import * as Admission_ from "./Admission.js"
 import type * as Capability from "./Capability.js"
 import * as internal from "./internal/fixedWindow.js"
+import type * as Limiter from "./Limiter.js"
 import type * as Redis from "./Redis.js"
 
 /**
@@ -126,6 +127,8 @@ export const Admission: Data.TaggedEnum.Constructor<Admission> = Admission_.Admi
  */
 export interface FixedWindow<in Name extends Redis.KeyName> {
   readonly [TypeId]: TypeId
+  /** What it says of itself, as every limiter does: its kind and its policy (`Limiter.Description`). */
+  readonly [Limiter.TypeId]: Limiter.Description
   /** Keeps this limiter's keys apart from every other's. */
   readonly namespace: string
   /** The most a name may count in one window. */

@@ -372,7 +372,7 @@ export const header: (name: string, options?: { readonly orElse?: Key | undefine
  * @category models
  */
 export interface RateLimitOptions<LR> {
-  /** The limiter: a `TokenBucket<string>` or a `FixedWindow<string>`. */
+  /** The limiter: one of any kind keyed by strings (a `TokenBucket<string>`, a `FixedWindow<string>`, …). */
   readonly limiter: RateLimit.Limiter<LR>
   /** How requests are keyed. Default the client's IP, believing `X-Forwarded-For` from `trustedProxies`. */
   readonly key?: Key | undefined

@@ -1,5 +1,5 @@
 /**
- * RateLimit: rate limits for `@effect/platform` servers, backed by `TokenBucket` and `FixedWindow`: a
+ * RateLimit: rate limits for `@effect/platform` servers, backed by any limiter (`TokenBucket`, `FixedWindow`, …): a
  * {@link middleware} around an `HttpApp`, and {@link apiMiddleware}, the implementation of an `HttpApi`
  * middleware, whose 429 ({@link RateLimitExceeded}) the API, its OpenAPI document and its typed client
  * know. Part of `wakuwaku/http`, which the core never loads.
@@ -137,9 +137,8 @@ import type * as ClientIp from "./ClientIp.js"
 import * as fields from "./internal/http/fields.js"
 import * as openApi from "./internal/http/openApi.js"
 import * as internal from "./internal/http/rateLimit.js"
-import type * as Rate from "./Rate.js"
+import type * as Limiter_ from "./Limiter.js"
 import type * as Redis from "./Redis.js"
-import type * as TokenBucket from "./TokenBucket.js"
 
 /**
  * The draft whose header fields the middleware writes.
@@ -150,46 +149,15 @@ import type * as TokenBucket from "./TokenBucket.js"
 export const draft: "draft-ietf-httpapi-ratelimit-headers-11" = fields.DRAFT
 
 /**
- * What the middleware needs of a token bucket: a `TokenBucket<string>`, told apart by its type id
- * (`TokenBucket.isTokenBucket`), so an object of this shape that `TokenBucket.make` did not make is refused.
+ * What the middleware needs of a limiter: one of any kind (`TokenBucket<string>`, `FixedWindow<string>`, …)
+ * keyed by strings, needing `R`. It is told apart by the shared type id (`Limiter.TypeId`), whose value
+ * describes its policy: an object of this shape that no kind made does not compile (and is refused at run
+ * time).
  *
  * @since 0.1.0
  * @category models
  */
-export interface TokenBucketLimiter<R> {
-  readonly namespace: string
-  readonly capacity: number
-  readonly rate: Rate.Rate
-  readonly acquire: (
-    name: string,
-    cost: number
-  ) => Effect.Effect<TokenBucket.Admission, Redis.RedisError | Redis.InvalidInput, R>
-}
-
-/**
- * What the middleware needs of a fixed window: a `FixedWindow<string>`, told apart by its type id
- * (`FixedWindow.isFixedWindow`).
- *
- * @since 0.1.0
- * @category models
- */
-export interface FixedWindowLimiter<R> {
-  readonly namespace: string
-  readonly limit: number
-  readonly window: Duration.Duration
-  readonly acquire: (
-    name: string,
-    cost: number
-  ) => Effect.Effect<TokenBucket.Admission, Redis.RedisError | Redis.InvalidInput, R>
-}
-
-/**
- * A limiter keyed by strings, needing `R`.
- *
- * @since 0.1.0
- * @category models
- */
-export type Limiter<R> = TokenBucketLimiter<R> | FixedWindowLimiter<R>
+export interface Limiter<R> extends Limiter_.Limiter<string, R> {}
 
 /**
  * How a request is keyed: a name, or an Effect of one.
@@ -312,8 +280,8 @@ export interface Options<L extends Limiters, KE = never, KR = never, CE = never,
   extends CommonOptions<CE, CR>
 {
   /**
-   * The limiter: a `TokenBucket<string>` or a `FixedWindow<string>`, whose namespace names the policy; or
-   * a non-empty array of them, decided as one (all or nothing; see the module doc).
+   * The limiter: one of any kind keyed by strings (a `TokenBucket<string>`, …), whose namespace names the
+   * policy; or a non-empty array of them, decided as one (all or nothing; see the module doc).
    */
   readonly limiter: L
   /** How requests are keyed. Default {@link clientIp}`()`: the socket address, no proxy trusted. */
@@ -393,7 +361,7 @@ export interface Policy {
 }
 
 /**
- * The policy of a limiter. Throws a `TypeError` on something that is neither kind of limiter.
+ * The policy of a limiter, as it describes itself. Throws a `TypeError` on a value that no limiter kind made.
  *
  * @since 0.1.0
  * @category policies

@@ -72,6 +72,7 @@ import * as Schema from "effect/Schema"
 import * as Admission_ from "./Admission.js"
 import type * as Capability from "./Capability.js"
 import * as internal from "./internal/tokenBucket.js"
+import type * as Limiter from "./Limiter.js"
 import type * as Rate from "./Rate.js"
 import type * as Redis from "./Redis.js"
 
@@ -197,6 +198,8 @@ export const Reservation: Data.TaggedEnum.Constructor<Reservation> = internal.Re
  */
 export interface TokenBucket<in Name extends Redis.KeyName> {
   readonly [TypeId]: TypeId
+  /** What it says of itself, as every limiter does: its kind and its policy (`Limiter.Description`). */
+  readonly [Limiter.TypeId]: Limiter.Description
   /** Keeps this limiter's keys apart from every other's. */
   readonly namespace: string
   /** The most tokens a bucket holds: the burst. */

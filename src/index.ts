@@ -14,6 +14,9 @@ export * as Capability from "./Capability.js"
 export * as FixedWindow from "./FixedWindow.js"
 
 /** @since 0.1.0 */
+export * as Limiter from "./Limiter.js"
+
+/** @since 0.1.0 */
 export * as Lock from "./Lock.js"
 
 /** @since 0.1.0 */
@@ -27,6 +30,9 @@ export * as Redis from "./Redis.js"
 
 /** @since 0.1.0 */
 export * as Script from "./Script.js"
+
+/** @since 0.1.0 */
+export * as SlidingWindow from "./SlidingWindow.js"
 
 /** @since 0.1.0 */
 export * as TokenBucket from "./TokenBucket.js"

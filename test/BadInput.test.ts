@@ -4,8 +4,8 @@
  * costs (negative, fractional, non-finite, huge, of no number type), bad waits (negative, past 10^11
  * ms, no duration), bad permit counts (the same, 0, and more than a name has), bad messages (non-finite,
  * of the wrong shape, that JSON would change) and bad delivery modes, for every operation of TokenBucket
- * (throttle included), FixedWindow, Lock, RwLock, Semaphore and Pipe. Each runs on the throwaway server and
- * on the embedded backend:
+ * (throttle included), FixedWindow, SlidingWindow, Lock, RwLock, Semaphore and Pipe. Each runs on the
+ * throwaway server and on the embedded backend:
  *
  * - it must fail with `InvalidInput` naming the argument, never a defect and never a `RedisError`;
  * - it must leave no key behind: SCAN over the run's namespaces on Redis, the store's key count on the
@@ -22,7 +22,7 @@ import { Duration, Effect, Exit, Layer, type ManagedRuntime, Option, Schema, Str
 import * as Runtime from "effect/ManagedRuntime"
 import fc from "fast-check"
 import { afterAll, describe, expect, it } from "vitest"
-import { FixedWindow, Lock, Pipe, Rate, Redis, RwLock, Semaphore, TokenBucket } from "wakuwaku"
+import { FixedWindow, Lock, Pipe, Rate, Redis, RwLock, Semaphore, SlidingWindow, TokenBucket } from "wakuwaku"
 import { freshNamespace, RedisLive } from "./support/redis.js"
 
 const SEED = Number(process.env["WAKUWAKU_SEED"] ?? Math.floor(Math.random() * 2 ** 31))
@@ -33,6 +33,7 @@ const RUN = freshNamespace("bad")
 const ns = (kind: string) => `${RUN}-${kind}`
 const BUCKET = TokenBucket.make<Redis.KeyName>(ns("tb"), 10, Rate.perSecond(1))
 const WINDOW = FixedWindow.make<Redis.KeyName>(ns("fw"), 10, "1 second")
+const SLIDING = SlidingWindow.make<Redis.KeyName>(ns("sw"), 10, "1 second")
 const LOCK = Lock.make<Redis.KeyName>(ns("lock"), "1 second")
 const RW = RwLock.make<Redis.KeyName>(ns("rw"), "1 second")
 const SEM = Semaphore.make<Redis.KeyName>(ns("sem"), 3, "1 second")
@@ -206,7 +207,10 @@ const collect = <A, E>(stream: Stream.Stream<A, E, Pipe.Requirements>) => Stream
 
 const limiterOps = (
   label: string,
-  limiter: TokenBucket.TokenBucket<Redis.KeyName> | FixedWindow.FixedWindow<Redis.KeyName>
+  limiter:
+    | TokenBucket.TokenBucket<Redis.KeyName>
+    | FixedWindow.FixedWindow<Redis.KeyName>
+    | SlidingWindow.SlidingWindow<Redis.KeyName>
 ) =>
   fc.oneof(
     badName.map((name) => op(`${label}.acquire(name)`, "name", name, () => limiter.acquire(as(name), 1))),
@@ -338,6 +342,11 @@ describe(`bad input on Redis and on the embedded backend (seed ${SEED}, ${RUNS} 
     60_000
   )
   it(
+    "SlidingWindow: every operation fails with InvalidInput, writes nothing, and both backends agree",
+    () => property(limiterOps("SlidingWindow", SLIDING)),
+    60_000
+  )
+  it(
     "Lock: every operation fails with InvalidInput, writes nothing, and both backends agree",
     () => property(lockOps),
     60_000
@@ -402,6 +411,7 @@ describe(`bad input when a structure or an option is made (seed ${SEED}, ${RUNS}
         await throwsOnly(() => Semaphore.make("x", 1, bad), RangeError)
         await throwsOnly(() => Pipe.make("x", Msg, bad), RangeError)
         await throwsOnly(() => FixedWindow.make("x", 1, bad), RangeError)
+        await throwsOnly(() => SlidingWindow.make("x", 1, bad), RangeError)
         await throwsOnly(() => Rate.make(1, as<"1 second">(bad)), RangeError)
         await throwsOnly(() => Lock.wait({ deadline: bad }), RangeError)
         await throwsOnly(() => Lock.withLock(LOCK, "n", { renewEvery: bad })(Effect.void), RangeError)
@@ -423,6 +433,7 @@ describe(`bad input when a structure or an option is made (seed ${SEED}, ${RUNS}
         await throwsOnly(() => Semaphore.make("x", 1, bad), RangeError)
         await throwsOnly(() => Pipe.make("x", Msg, bad), RangeError)
         await throwsOnly(() => FixedWindow.make("x", 1, bad), RangeError)
+        await throwsOnly(() => SlidingWindow.make("x", 1, bad), RangeError)
       }),
       options
     ), 60_000)
@@ -433,16 +444,28 @@ describe(`bad input when a structure or an option is made (seed ${SEED}, ${RUNS}
         const bad = as<string>(namespace)
         await throwsOnly(() => TokenBucket.make(bad, 1, Rate.perSecond(1)), TypeError)
         await throwsOnly(() => FixedWindow.make(bad, 1, "1 second"), TypeError)
+        await throwsOnly(() => SlidingWindow.make(bad, 1, "1 second"), TypeError)
         await throwsOnly(() => Lock.make(bad, "1 second"), TypeError)
         await throwsOnly(() => RwLock.make(bad, "1 second"), TypeError)
         await throwsOnly(() => Semaphore.make(bad, 1, "1 second"), TypeError)
         await throwsOnly(() => Pipe.make(bad, Msg, "1 second"), TypeError)
         await throwsOnly(() => TokenBucket.make("x", as<number>(count), Rate.perSecond(1)), RangeError)
         await throwsOnly(() => FixedWindow.make("x", as<number>(count), "1 second"), RangeError)
+        await throwsOnly(() => SlidingWindow.make("x", as<number>(count), "1 second"), RangeError)
         await throwsOnly(() => Semaphore.make("x", as<number>(count), "1 second"), RangeError)
       }),
       options
     ), 60_000)
+
+  it("a sliding window's limit above its maximum is a RangeError that names the maximum", () =>
+    fc.assert(
+      fc.property(fc.integer({ min: SlidingWindow.maxLimit + 1, max: Number.MAX_SAFE_INTEGER }), (limit) => {
+        expect(() => SlidingWindow.make("x", limit, "1 second")).toThrow(
+          /^wakuwaku: SlidingWindow\(x\) limit must be a whole number from 0 to 10000 /
+        )
+      }),
+      options
+    ))
 
   it("a namespace of 65 characters names the bound; a megabyte one is not printed whole", () => {
     expect(() => Lock.make("n".repeat(65), "1 second")).toThrow(

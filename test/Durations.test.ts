@@ -8,7 +8,7 @@
  */
 import { Duration, Effect, Option, Schema, Stream } from "effect"
 import { describe, expect, it } from "vitest"
-import { FixedWindow, Lock, Pipe, Rate, type Redis, RwLock, Semaphore, TokenBucket } from "wakuwaku"
+import { FixedWindow, Lock, Pipe, Rate, type Redis, RwLock, Semaphore, SlidingWindow, TokenBucket } from "wakuwaku"
 import { command, forEachBackend, pttl } from "./support/backends.js"
 import { freshNamespace } from "./support/redis.js"
 
@@ -55,6 +55,18 @@ describe("durations past the bound", () => {
         "wakuwaku: FixedWindow(bound) window must be a whole number of microseconds from 1 µs to 10^11 ms (about 3.2 years)"
       )
     }
+  })
+
+  it("a SlidingWindow refuses a window past the same bound, and takes one at it", () => {
+    for (const window of [MAX_MS + 1, 1e16, 2 ** 62]) {
+      expect(() => SlidingWindow.make("bound", 1, window)).toThrow(
+        new RangeError(
+          "wakuwaku: SlidingWindow(bound) window must be a whole number of microseconds from 1 µs to 10^11 ms " +
+            `(about 3.2 years), got ${Duration.format(Duration.millis(window))}`
+        )
+      )
+    }
+    expect(Duration.toMillis(SlidingWindow.make("bound", 1, MAX_MS).window)).toBe(MAX_MS)
   })
 
   it("input that is no duration at all is a RangeError too, never a plain Error", () => {

@@ -17,12 +17,15 @@ import { describe, expect, it as plain } from "@effect/vitest"
 import keySlot from "cluster-key-slot"
 import { Clock, Duration, Effect, Exit, Layer, Option } from "effect"
 import fc from "fast-check"
-import { Capability, FixedWindow, Rate, Redis, TokenBucket } from "wakuwaku"
+import { Capability, FixedWindow, Limiter as Limiter_, Rate, Redis, SlidingWindow, TokenBucket } from "wakuwaku"
 import * as limits from "../src/internal/limits.js"
 import { command, expectTtls, forEachBackend } from "./support/backends.js"
 import { ClusterLive, freshNamespace, RedisLive } from "./support/redis.js"
 
-type Limiter = TokenBucket.TokenBucket<string> | FixedWindow.FixedWindow<string>
+type Limiter =
+  | TokenBucket.TokenBucket<string>
+  | FixedWindow.FixedWindow<string>
+  | SlidingWindow.SlidingWindow<string>
 
 const group = (...limiters: ReadonlyArray<Limiter>) => limiters as unknown as ReadonlyArray<limits.AnyLimiter>
 
@@ -356,6 +359,34 @@ describe("Limits on a Redis Cluster", () => {
   )
 })
 
+describe("Limits on a Redis Cluster: a sliding window among them", () => {
+  plain.effect(
+    "keys in several slots: the sliding window's spent entry is refunded when another group denies",
+    () =>
+      Effect.gen(function*() {
+        const bucket = TokenBucket.make<string>(freshNamespace(), 1, Rate.make(1, "1000 seconds"))
+        const sliding = SlidingWindow.make<string>(freshNamespace(), 5, "1 hour")
+        let name = "n0"
+        for (let i = 0; new Set([bucket, sliding].map((l) => keySlot(keyOf(l, name)))).size < 2; i++) {
+          name = `n${i}`
+        }
+        const store = yield* counting
+        const run = decide([bucket, sliding], name, 1).pipe(Effect.provide(store.layer))
+        expect(yield* run).toEqual({ allowed: true, admissions: [["Allowed", 0], ["Allowed", 4]] })
+        store.calls.length = 0
+        const denied = yield* run
+        expect(denied.allowed).toBe(false)
+        expect(denied.admissions[1]).toEqual(["Allowed", 4])
+        expect(store.calls.sort()).toEqual(["Limits.acquire", "Limits.acquire", "Limits.refund"])
+        expect(yield* sliding.peek(name)).toBe(4)
+        // One entry left: the first request's; the refunded one is gone.
+        const entries = (yield* command("LRANGE", keyOf(sliding, name), 0, -1)) as Array<string>
+        expect(entries.length).toBe(2)
+        expect(entries[0]).toBe("1")
+      }).pipe(Effect.provide(ClusterLive))
+  )
+})
+
 describe("Limits.check on a Redis Cluster", () => {
   plain.effect(
     "keys in several slots: one read-only call per slot, the waits in the limiters' order",
@@ -388,7 +419,7 @@ describe("Limits.check on a Redis Cluster", () => {
 })
 
 const keyOf = (limiter: Limiter, name: string) =>
-  `@@wakuwaku:${TokenBucket.isTokenBucket(limiter) ? "TokenBucket" : "FixedWindow"}:${limiter.namespace}:${name}`
+  `@@wakuwaku:${limiter[Limiter_.TypeId].kind}:${limiter.namespace}:${name}`
 
 // The layered suites last: @effect/vitest's layer() would otherwise run the blocks after it inside its layer.
 forEachBackend("Limits.acquire: several limiters, all or nothing", (it) => {
@@ -412,6 +443,32 @@ forEachBackend("Limits.acquire: several limiters, all or nothing", (it) => {
       expect(denied.admissions[1]![1]).toBeGreaterThan(0)
       expect(denied.admissions[1]![1]).toBeLessThanOrEqual(3_600_000)
       expect([yield* bucket.peek("n"), yield* window.peek("n")]).toEqual([1, 0])
+    }))
+
+  it.effect("a sliding window decides with the others: all or nothing, and its denial names when it fits", () =>
+    Effect.gen(function*() {
+      const bucket = TokenBucket.make<string>(freshNamespace(), 3, Rate.make(1, "1000 seconds"))
+      const fixed = FixedWindow.make<string>(freshNamespace(), 10, "1 hour")
+      const sliding = SlidingWindow.make<string>(freshNamespace(), 2, "1 hour")
+      const all = [bucket, fixed, sliding]
+      expect(yield* decide(all, "n", 1)).toEqual({
+        allowed: true,
+        admissions: [["Allowed", 2], ["Allowed", 9], ["Allowed", 1]]
+      })
+      expect(yield* decide(all, "n", 1)).toEqual({
+        allowed: true,
+        admissions: [["Allowed", 1], ["Allowed", 8], ["Allowed", 0]]
+      })
+      const denied = yield* decide(all, "n", 1)
+      expect(denied.allowed).toBe(false)
+      expect(denied.admissions.slice(0, 2)).toEqual([["Allowed", 1], ["Allowed", 8]])
+      expect(denied.admissions[2]![0]).toBe("Denied")
+      expect(denied.admissions[2]![1]).toBeGreaterThan(3_590_000)
+      expect(denied.admissions[2]![1]).toBeLessThanOrEqual(3_600_000)
+      expect([yield* bucket.peek("n"), yield* fixed.peek("n"), yield* sliding.peek("n")]).toEqual([1, 8, 0])
+      // The sliding window's quota is never above its limit: a cost of 3 can never pass.
+      expect((yield* decide([bucket, sliding], "m", 3)).admissions[1]).toEqual(["Denied", null])
+      expect(yield* expectTtls(`@@wakuwaku:SlidingWindow:${sliding.namespace}:*`)).toEqual([])
     }))
 
   it.effect("the other way round: the bucket denies, the window is not counted", () =>

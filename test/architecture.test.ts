@@ -107,7 +107,7 @@ const closure = (roots: ReadonlyArray<string>): Set<string> => {
   return seen
 }
 
-const STRUCTURES = ["TokenBucket", "FixedWindow", "Lock", "RwLock", "Pipe", "Semaphore"]
+const STRUCTURES = ["TokenBucket", "FixedWindow", "SlidingWindow", "Lock", "RwLock", "Pipe", "Semaphore"]
 const HTTP = ["http.ts", "RateLimit.ts", "ClientIp.ts", "Proxy.ts", "bin.ts"]
 const isHttp = (module: string) =>
   HTTP.includes(module) || module.startsWith("internal/http/") || module.startsWith("internal/proxy/") ||
@@ -140,6 +140,7 @@ describe("architecture: the import rules", () => {
       "Capability.ts",
       "Script.ts",
       "Admission.ts",
+      "Limiter.ts",
       "Rate.ts",
       "Limits.ts"
     ])

@@ -7,10 +7,10 @@ import { Duration, Effect, Exit, Layer, Scope } from "effect"
 import { spawn } from "node:child_process"
 import * as Net from "node:net"
 import { afterEach, describe, expect, it } from "vitest"
-import { Redis } from "wakuwaku"
+import { Limiter, Redis, SlidingWindow } from "wakuwaku"
 import { RedisServer } from "wakuwaku/testing"
 import { type Config, envNames, flagNames, parse } from "../src/internal/proxy/cli.js"
-import { build, startFailure } from "../src/internal/proxy/main.js"
+import { build, rateLimitOf, startFailure } from "../src/internal/proxy/main.js"
 import {
   cleanEnv,
   closedPort,
@@ -208,6 +208,9 @@ describe("a Redis URL that cannot be used is a misconfigured store: exit code 1 
   })
 })
 
+/** A token bucket's `--refill`, read. */
+type Refill = { readonly tokens: number; readonly period: Duration.Duration }
+
 describe("parse", () => {
   it("defaults to the demo policy: a token bucket of 20, one back every 3 s, per client IP, on :8080, embedded store", () => {
     const c = config(["--upstream", "http://127.0.0.1:3000"])
@@ -215,7 +218,7 @@ describe("parse", () => {
       host: undefined,
       port: 8080,
       upstream: { _tag: "Url", url: "http://127.0.0.1:3000" },
-      limiter: { algorithm: "token-bucket", capacity: 20, refill: { tokens: 1 } },
+      limiter: { algorithm: "token-bucket", params: { capacity: 20, refill: { tokens: 1 } } },
       key: { _tag: "ip" },
       trustedProxies: [],
       ipv6Prefix: 56,
@@ -224,7 +227,7 @@ describe("parse", () => {
       onStoreFailure: "fallback",
       maxEntries: 100_000
     })
-    expect(c.limiter.algorithm === "token-bucket" && millis(c.limiter.refill.period)).toBe(3_000)
+    expect(millis((c.limiter.params["refill"] as Refill).period)).toBe(3_000)
     expect(millis(c.timeout)).toBe(30_000)
     expect(millis(c.shutdownTimeout)).toBe(10_000)
     expect(millis(c.storeTimeout)).toBe(500)
@@ -255,7 +258,7 @@ describe("parse", () => {
       host: "0.0.0.0",
       port: 9000,
       upstream: { _tag: "Url", url: "http://app:3000/api" },
-      limiter: { algorithm: "fixed-window", limit: 100 },
+      limiter: { algorithm: "fixed-window", params: { limit: 100 } },
       key: { _tag: "header", name: "x-api-key" },
       trustedProxies: ["10.0.0.0/8", "fd00::/8"],
       ipv6Prefix: 64,
@@ -265,16 +268,46 @@ describe("parse", () => {
       maxEntries: 5000
     })
     expect([millis(c.shutdownTimeout), millis(c.timeout), millis(c.storeTimeout)]).toEqual([2_000, 1_500, 200])
-    expect(c.limiter.algorithm === "fixed-window" && millis(c.limiter.window)).toBe(60_000)
+    expect(millis(c.limiter.params["window"] as Duration.Duration)).toBe(60_000)
     expect(config(["--port=7000", "--namespace", "flag"], env)).toMatchObject({ port: 7000, namespace: "flag" })
     expect(config(["--demo"], { WAKUWAKU_DEMO: "true" }).upstream).toEqual({ _tag: "Demo" })
     expect(config([], { WAKUWAKU_DEMO: "1" }).upstream).toEqual({ _tag: "Demo" })
   })
 
+  it("--algorithm sliding-window: the fixed window's --limit and --window, a sliding window made of them", () => {
+    const c = config(["--demo", "--algorithm", "sliding-window", "--limit", "5", "--window", "10s"])
+    expect(c.limiter).toMatchObject({
+      algorithm: "sliding-window",
+      title: "sliding window",
+      params: { limit: 5 },
+      summary: "5 per any 10s",
+      burst: 5
+    })
+    expect(millis(c.limiter.params["window"] as Duration.Duration)).toBe(10_000)
+    const limiter = rateLimitOf(c).limiter
+    expect(SlidingWindow.isSlidingWindow(limiter)).toBe(true)
+    expect(limiter[Limiter.TypeId]).toMatchObject({ kind: "SlidingWindow", quota: 5 })
+    expect(config(["--demo"], { WAKUWAKU_ALGORITHM: "sliding-window", WAKUWAKU_LIMIT: "7" }).limiter.params)
+      .toMatchObject({ limit: 7 })
+    // Above its maximum: refused when the proxy starts, as the structures' bad options are (exit code 2).
+    expect(() => rateLimitOf(config(["--demo", "--algorithm", "sliding-window", "--limit", "10001"]))).toThrow(
+      /^wakuwaku: SlidingWindow\(proxy\) limit must be a whole number from 0 to 10000 /
+    )
+  })
+
+  it("the help offers every kind's algorithm, with the flags each reads", () => {
+    const command = parse(["proxy", "--help"], {})
+    const text = command._tag === "Help" ? command.text : ""
+    expect(text).toContain("--algorithm NAME             token-bucket, fixed-window or sliding-window\n")
+    expect(text).toContain("--limit N                    fixed-window, sliding-window: requests per window\n")
+    expect(text).toContain("  wakuwaku proxy --demo --algorithm sliding-window --limit 5 --window 10s\n")
+  })
+
   it("durations, refill rates and hop counts", () => {
     const refill = (text: string) => {
       const c = config(["--demo", "--refill", text])
-      return c.limiter.algorithm === "token-bucket" ? [c.limiter.refill.tokens, millis(c.limiter.refill.period)] : []
+      const { period, tokens } = c.limiter.params["refill"] as Refill
+      return [tokens, millis(period)]
     }
     expect(refill("1/3s")).toEqual([1, 3_000])
     expect(refill("10/1m")).toEqual([10, 60_000])
@@ -326,12 +359,20 @@ describe("parse", () => {
     ],
     [
       ["proxy", "--demo", "--algorithm", "leaky-bucket"],
-      "--algorithm: expected token-bucket or fixed-window, got \"leaky-bucket\""
+      "--algorithm: expected token-bucket, fixed-window or sliding-window, got \"leaky-bucket\""
     ],
-    [["proxy", "--demo", "--window", "1m"], "--window applies to the other algorithm, not token-bucket"],
+    [["proxy", "--demo", "--window", "1m"], "--window applies to fixed-window or sliding-window, not token-bucket"],
     [
       ["proxy", "--demo", "--algorithm", "fixed-window", "--capacity", "5"],
-      "--capacity applies to the other algorithm, not fixed-window"
+      "--capacity applies to token-bucket, not fixed-window"
+    ],
+    [
+      ["proxy", "--demo", "--algorithm", "sliding-window", "--refill", "1/s"],
+      "--refill applies to token-bucket, not sliding-window"
+    ],
+    [
+      ["proxy", "--demo", "--algorithm", "sliding-window", "--window", "0s"],
+      "--window: expected a positive duration such as 500ms, 30s or 2m, got \"0s\""
     ],
     [["proxy", "--demo", "--capacity", "0"], "--capacity: expected a positive whole number, got \"0\""],
     [
@@ -445,6 +486,25 @@ describe("running", () => {
     expect(exit.stdout).toContain("for i in $(seq 25); do curl -s -o /dev/null -w '%{http_code}\\n' 127.0.0.1:")
     expect(exit.stdout).toContain("limit:    token bucket \"proxy\": burst 20, 1 per 3s, per client IP")
     expect(exit.stdout).toContain("store:    embedded")
+  })
+
+  it("--algorithm sliding-window --limit 3 --window 1h: 3 requests pass, the 4th gets 429 until the first ends", async () => {
+    const proxy = await startProxy(["--demo", "--algorithm", "sliding-window", "--limit", "3", "--window", "1h"])
+    cleanups.push(async () => {
+      proxy.child.kill("SIGTERM")
+      await proxy.exited
+    })
+    const replies = []
+    for (let i = 0; i < 4; i++) replies.push(await request(proxy.port, { path: "/hello" }))
+    expect(replies.map((reply) => reply.status)).toEqual([200, 200, 200, 429])
+    expect(replies.map((reply) => valueOf(reply, "ratelimit-policy"))).toEqual(Array(4).fill("\"proxy\";q=3;w=3600"))
+    expect(valueOf(replies[0]!, "ratelimit")).toBe("\"proxy\";r=2;t=3600")
+    const retry = Number(valueOf(replies[3]!, "retry-after"))
+    expect(retry).toBeGreaterThan(3590)
+    expect(retry).toBeLessThanOrEqual(3600)
+    proxy.child.kill("SIGTERM")
+    const exit = await proxy.exited
+    expect(exit.stdout).toContain("limit:    sliding window \"proxy\": 3 per any 1h, per client IP")
   })
 
   it(

@@ -41,7 +41,7 @@ import {
 import fc from "fast-check"
 import { randomBytes } from "node:crypto"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { FixedWindow, Lock, Pipe, Rate, Redis, RwLock, Semaphore, TokenBucket } from "wakuwaku"
+import { FixedWindow, Lock, Pipe, Rate, Redis, RwLock, Semaphore, SlidingWindow, TokenBucket } from "wakuwaku"
 import * as RateLimiterStore from "wakuwaku/RateLimiterStore"
 import { RedisLive } from "./support/redis.js"
 
@@ -298,6 +298,32 @@ const slowBucket = (namespace: string): Limiter => TokenBucket.make<string>(name
 // Hour-long windows: a run crosses a window's end once in many thousands of runs (both backends then
 // cross it too, at the replayed times, unless it falls inside one operation's bracket).
 const hourWindow = (namespace: string): Limiter => FixedWindow.make<string>(namespace, CAPACITY, "1 hour")
+// Hour-long sliding windows: no entry ends during a run.
+const hourSliding = (namespace: string): Limiter => SlidingWindow.make<string>(namespace, CAPACITY, "1 hour")
+
+/**
+ * A sliding window's run, its snapshot's entries ("<t µs> <cost>") read as their costs and their order: each
+ * backend stamps them with its own time (the memory run replays where Redis's bracket started, a few µs
+ * before its script ran). Entries of one instant on one backend must be of one instant on the other: a
+ * difference of timing would show as a different number of entries.
+ */
+const runSliding = (ops: ReadonlyArray<BucketOp>, brackets: Brackets): Run => (backend, namespace) =>
+  Effect.map(
+    runBucket(ops, brackets, hourSliding)(backend, namespace),
+    (entries) =>
+      entries.map((e) =>
+        isSnapshot(e.outcome)
+          ? {
+            ...e,
+            outcome: (e.outcome as Array<Key>).map((k) =>
+              Array.isArray(k.value)
+                ? { ...k, value: (k.value as Array<string>).map((v, i) => (i === 0 ? v : v.split(" ")[1])) }
+                : k
+            )
+          }
+          : e
+      )
+  )
 
 /**
  * The replay of a run's times: `timed` brackets each operation by the server's `TIME` on Redis and, on
@@ -990,6 +1016,13 @@ describe("differential: memory backend against Redis", () => {
         runBucket(ops, brackets, hourWindow),
         (r, m, tolerance) => nearRetry(widest(brackets))(r, m, tolerance)
       )
+    })
+  }, TIMEOUT)
+
+  it("SlidingWindow: acquire (costs 0..limit+2, alone or in bursts), reset, peek", async () => {
+    await property(bucketOp, async (ops) => {
+      const brackets: Brackets = { at: [] }
+      await differential(runSliding(ops, brackets), (r, m, tolerance) => nearRetry(widest(brackets))(r, m, tolerance))
     })
   }, TIMEOUT)
 

@@ -85,3 +85,31 @@ export const waitMillis = (input: unknown, what: string): number | string => {
   }
   return Number(nanos / 1_000_000n)
 }
+
+const UNITS: Record<string, number> = {
+  ms: 1,
+  millis: 1,
+  milli: 1,
+  s: 1_000,
+  sec: 1_000,
+  second: 1_000,
+  seconds: 1_000,
+  m: 60_000,
+  min: 60_000,
+  minute: 60_000,
+  minutes: 60_000,
+  h: 3_600_000,
+  hour: 3_600_000,
+  hours: 3_600_000
+}
+
+/**
+ * @internal A duration as the command line writes it, such as `500ms`, `30s`, `1.5m`, `2 hours`; undefined
+ * when it is not one. The one parser of that language: the CLI's own flags and the limiter kinds' use it.
+ */
+export const parseText = (text: string): Duration.Duration | undefined => {
+  const match = /^(\d+(?:\.\d+)?|\.\d+)\s*([a-z]+)$/i.exec(text.trim())
+  const unit = match?.[2] === undefined ? undefined : UNITS[match[2].toLowerCase()]
+  if (match === null || unit === undefined) return undefined
+  return Duration.millis(Number(match[1]) * unit)
+}

@@ -218,7 +218,12 @@ class WindowImpl<Name extends Redis.KeyName> extends limiter.Limiter<Name, Fixed
   readonly [TypeId]: FixedWindow.TypeId = TypeId
   constructor(namespace: string, readonly limit: number, readonly window: Duration.Duration, micros: bigint) {
     // The scripts take the window as "<limit> <window µs>".
-    super(KIND, entity, namespace, `${limit} ${micros}`, { acquire: ACQUIRE, peek: PEEK })
+    super(KIND, entity, namespace, `${limit} ${micros}`, { acquire: ACQUIRE, peek: PEEK }, {
+      quota: limit,
+      window,
+      // An admission always says when its window ends; one made otherwise reads as the whole window.
+      resetAfter: (allowed) => allowed.resetAfter ?? window
+    })
     Object.freeze(this)
   }
 
@@ -252,3 +257,17 @@ export const make = <Name extends Redis.KeyName>(
   }
   return new WindowImpl<Name>(namespace, limit, Duration.nanos(nanos.value), nanos.value / 1000n)
 }
+
+/** The command line's `--algorithm fixed-window`. */
+limiter.registerAlgorithm<{ readonly limit: number; readonly window: Duration.Duration }>({
+  name: "fixed-window",
+  title: "fixed window",
+  example: "--limit 5 --window 10s",
+  flags: {
+    limit: { ...limiter.values.count, value: "N", env: "WAKUWAKU_LIMIT", default: "20", help: "requests per window" },
+    window: { ...limiter.values.duration, value: "DURATION", env: "WAKUWAKU_WINDOW", default: "1m", help: "the window" }
+  },
+  make: (namespace, { limit, window }) => make<string>(namespace, limit, window),
+  summary: ({ limit, window }) => `${limit} per ${Duration.format(window)}`,
+  burst: ({ limit }) => limit
+})

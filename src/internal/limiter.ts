@@ -1,8 +1,12 @@
 /**
- * @internal What TokenBucket and FixedWindow share: one key per name, an acquire script replying
- * {allowed, ms, remaining} (a bucket's batch variant: an allowed call by its remaining alone), a
- * read-only peek script, and reset by DEL. Each passes its kind, entity, scripts and the parameters the
- * scripts take (its `shape`).
+ * @internal What every limiter kind (TokenBucket, FixedWindow, …) shares: one key per name, an acquire script
+ * replying {allowed, ms, remaining} (a bucket's batch variant: an allowed call by its remaining alone), a
+ * read-only peek script, and reset by DEL. Each passes its kind, entity, scripts, the parameters the
+ * scripts take (its `shape`) and its description (the shared type id's value: its IETF policy).
+ *
+ * Each kind also contributes its algorithm to `wakuwaku proxy` ({@link registerAlgorithm}): its name, its
+ * flags and how it makes a limiter of them. The layers above the structures ask a limiter (or the table)
+ * and never name a kind.
  */
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -10,8 +14,10 @@ import * as Either from "effect/Either"
 import * as Option from "effect/Option"
 import * as Admission_ from "../Admission.js"
 import type * as Capability from "../Capability.js"
+import type * as Limiter_ from "../Limiter.js"
 import * as Redis from "../Redis.js"
 import type * as Script from "../Script.js"
+import { parseText } from "./duration.js"
 import * as key from "./key.js"
 import * as access from "./redis.js"
 import { runOn, unexpectedReply } from "./script.js"
@@ -61,25 +67,36 @@ export const count = (reply: unknown): Either.Either<number, string> =>
 
 type Failure = Redis.RedisError | Redis.InvalidInput
 
+/** @internal The type id every limiter carries; its value is the limiter's description. */
+export const LimiterTypeId: Limiter_.TypeId = Symbol.for("wakuwaku/Limiter") as Limiter_.TypeId
+
+/** @internal */
+export const isLimiter = (u: unknown): u is Limiter_.Limiter<never, unknown> =>
+  typeof u === "object" && u !== null && LimiterTypeId in u
+
 /** Costs below this get a shared ARGV array each. */
 const SMALL = 64
 
 /** @internal The operations of a one-key-per-name limiter of `kind`. */
 export class Limiter<Name extends Redis.KeyName, E extends Capability.AnyEntity> {
   readonly label: string
+  readonly [LimiterTypeId]: Limiter_.Description
   /** Every key of this limiter: this, then the encoded name. */
   private readonly prefix: string
   constructor(
-    /** `TokenBucket` or `FixedWindow`. */
+    /** Its kind: `TokenBucket`, `FixedWindow`, … */
     readonly kind: string,
     /** The entity its writes need the right to write. */
     readonly entity: E,
     readonly namespace: string,
     /** The limiter's parameters, as its scripts take them. */
     readonly shape: string,
-    private readonly scripts: { readonly acquire: Script.Script<Admission>; readonly peek: Script.Script<number> }
+    private readonly scripts: { readonly acquire: Script.Script<Admission>; readonly peek: Script.Script<number> },
+    /** What it says of itself (its IETF policy), but its kind. */
+    description: Omit<Limiter_.Description, "kind">
   ) {
     this.label = `${kind}(${namespace})`
+    this[LimiterTypeId] = Object.freeze({ kind, ...description })
     this.prefix = key.itemKey(kind, namespace, "")
   }
 
@@ -153,3 +170,101 @@ export class Limiter<Name extends Redis.KeyName, E extends Capability.AnyEntity>
     return access.read(this.entity, (redis) => runOn(redis, this.scripts.peek, [k], [this.shape]))
   }
 }
+
+/** @internal What a limiter made by the command line needs: the store, and the right to write any entity. */
+export type AnyRequirements = Redis.Redis | Capability.Write<Capability.AnyEntity>
+
+/** @internal A flag of `wakuwaku proxy` that an algorithm reads (its name is its key in `Algorithm.flags`). */
+export interface Flag<A> {
+  /** What follows the flag in the help, such as `N`. */
+  readonly value: string
+  /** The environment variable read when the flag is not given. */
+  readonly env: string
+  /** The default, as the help shows it and as `parse` reads it. */
+  readonly default: string
+  /** Its help line, after the names of the algorithms that read it. */
+  readonly help: string
+  /** What a bad value is told, such as `expected a positive whole number`. */
+  readonly expected: string
+  /** The value, or undefined when the text is not one. */
+  readonly parse: (text: string) => A | undefined
+}
+
+/**
+ * @internal A kind's algorithm for `wakuwaku proxy --algorithm <name>`: its flags, each parsed into its
+ * parameter of the same name, and the limiter made of them. Two algorithms may share a flag (the same name,
+ * variable and default), such as `--limit` and `--window`.
+ */
+export interface Algorithm<P extends object> {
+  /** Its name on the command line, such as `fixed-window`. */
+  readonly name: string
+  /** Its name in prose, such as `fixed window`. */
+  readonly title: string
+  readonly flags: { readonly [K in keyof P]: Flag<P[K]> }
+  /** Its flags in the help's example, such as `--limit 5 --window 10s`. */
+  readonly example: string
+  /** Throws (a `RangeError`) on parameters its kind refuses. */
+  readonly make: (namespace: string, params: P) => Limiter_.Limiter<string, AnyRequirements>
+  /** The policy in a few words, such as `burst 20, 1 per 3 seconds`. */
+  readonly summary: (params: P) => string
+  /** The most requests a client may send at once. */
+  readonly burst: (params: P) => number
+}
+
+/** @internal An algorithm with its parameters read: what the command line configures. */
+export interface Configured {
+  readonly algorithm: string
+  readonly title: string
+  readonly params: Readonly<Record<string, unknown>>
+  readonly summary: string
+  readonly burst: number
+  readonly make: (namespace: string) => Limiter_.Limiter<string, AnyRequirements>
+}
+
+type AnyAlgorithm = Algorithm<Record<string, unknown>>
+
+const algorithms: Array<AnyAlgorithm> = []
+
+/** @internal Adds a kind's algorithm to the command line's table (its module does, when it loads). */
+export const registerAlgorithm = <P extends object>(algorithm: Algorithm<P>): void => {
+  if (algorithms.some((a) => a.name === algorithm.name)) {
+    throw new Error(`wakuwaku: the algorithm ${algorithm.name} is registered twice`)
+  }
+  algorithms.push(algorithm as unknown as AnyAlgorithm)
+}
+
+/**
+ * @internal The algorithms of every kind in `loaded`, the package's index (whose loading registered them: a
+ * kind exported from the package is a kind the command line offers), `first` first, then by name.
+ */
+export const algorithmsOf = (loaded: object, first: string): ReadonlyArray<AnyAlgorithm> => {
+  if (Object.keys(loaded).length === 0) throw new Error("wakuwaku: no limiter kind is loaded")
+  const rank = (a: AnyAlgorithm) => (a.name === first ? "" : a.name)
+  return [...algorithms].sort((a, b) => (rank(a) < rank(b) ? -1 : 1))
+}
+
+/** @internal `algorithm` with its parameters read. */
+export const configure = (algorithm: AnyAlgorithm, params: Readonly<Record<string, unknown>>): Configured => ({
+  algorithm: algorithm.name,
+  title: algorithm.title,
+  params,
+  summary: algorithm.summary(params),
+  burst: algorithm.burst(params),
+  make: (namespace) => algorithm.make(namespace, params)
+})
+
+const positiveCount = (text: string): number | undefined => {
+  const n = /^\d+$/.test(text.trim()) ? Number(text.trim()) : NaN
+  return Number.isSafeInteger(n) && n >= 1 ? n : undefined
+}
+
+const positiveDuration = (text: string): Duration.Duration | undefined => {
+  const d = parseText(text)
+  return d !== undefined && Duration.toMillis(d) > 0 ? d : undefined
+}
+
+/** @internal The value languages algorithms' flags share: a positive whole number, a positive duration. */
+export const values = {
+  count: { expected: "expected a positive whole number", parse: positiveCount },
+  duration: { expected: "expected a positive duration such as 500ms, 30s or 2m", parse: positiveDuration }
+} as const

@@ -13,7 +13,7 @@ import type * as Redis from "../Redis.js"
 import type * as Script from "../Script.js"
 import type * as TokenBucket from "../TokenBucket.js"
 import { FUNCTIONS, FUNCTIONS_AT_NOW, levelOf, retry, type Shape, shapeOf, store, take } from "./bucket.js"
-import { MAX_MICROS, waitMillis } from "./duration.js"
+import { MAX_MICROS, parseText, waitMillis } from "./duration.js"
 import * as key from "./key.js"
 import * as limiter from "./limiter.js"
 import * as limits from "./limits.js"
@@ -246,13 +246,37 @@ export const PEEK = define({
   decode: limiter.count
 })
 
+/**
+ * A bucket's policy: q = capacity, w = the time to refill it from empty; a client that spends at most q in
+ * every w is never denied. After an allowed request, the time until the bucket is full again:
+ * (capacity - remaining) tokens, rounded up to the µs (`remaining` is the floor of the fractional level, so
+ * it is never early).
+ */
+const describe = (capacity: number, rate: Rate.Rate) => {
+  const period = BigInt(rate.periodMicros)
+  const tokens = BigInt(rate.tokens)
+  const refilling = (count: number) => Duration.micros((BigInt(Math.max(0, count)) * period + tokens - 1n) / tokens)
+  return {
+    quota: capacity,
+    window: refilling(capacity),
+    resetAfter: (allowed: { readonly remaining: number }) => refilling(capacity - allowed.remaining)
+  }
+}
+
 class BucketImpl<Name extends Redis.KeyName> extends limiter.Limiter<Name, TokenBucket.Entity>
   implements TokenBucket.TokenBucket<Name>
 {
   readonly [TypeId]: TokenBucket.TypeId = TypeId
   constructor(namespace: string, readonly capacity: number, readonly rate: Rate.Rate) {
     // The scripts take the bucket as "<capacity> <tokens per period> <period µs>".
-    super(KIND, entity, namespace, `${capacity} ${rate.tokens} ${rate.periodMicros}`, { acquire: ACQUIRE, peek: PEEK })
+    super(
+      KIND,
+      entity,
+      namespace,
+      `${capacity} ${rate.tokens} ${rate.periodMicros}`,
+      { acquire: ACQUIRE, peek: PEEK },
+      describe(capacity, rate)
+    )
     Object.freeze(this)
   }
 
@@ -414,3 +438,38 @@ export const make = <Name extends Redis.KeyName>(
   }
   return new BucketImpl<Name>(namespace, capacity, rate)
 }
+
+/** `N/DURATION`, such as `1/3s` or `10/1m`; `1/s` is one per second. */
+const parseRefill = (text: string): { readonly tokens: number; readonly period: Duration.Duration } | undefined => {
+  const refill = /^\s*(\d+)\s*\/\s*(.+)$/.exec(text)
+  const tokens = refill?.[1] === undefined ? NaN : Number(refill[1])
+  const periodText = refill?.[2]?.trim() ?? ""
+  const period = parseText(/^[a-z]+$/i.test(periodText) ? `1${periodText}` : periodText)
+  return Number.isSafeInteger(tokens) && tokens >= 1 && period !== undefined && Duration.toMillis(period) > 0
+    ? { tokens, period }
+    : undefined
+}
+
+/** The command line's `--algorithm token-bucket`. */
+limiter.registerAlgorithm<{
+  readonly capacity: number
+  readonly refill: { readonly tokens: number; readonly period: Duration.Duration }
+}>({
+  name: "token-bucket",
+  title: "token bucket",
+  example: "--capacity 10 --refill 1/s",
+  flags: {
+    capacity: { ...limiter.values.count, value: "N", env: "WAKUWAKU_CAPACITY", default: "20", help: "the burst" },
+    refill: {
+      value: "N/DURATION",
+      env: "WAKUWAKU_REFILL",
+      default: "1/3s",
+      help: "N tokens back every DURATION",
+      expected: "expected N/DURATION with N at least 1, such as 1/3s or 10/1m",
+      parse: parseRefill
+    }
+  },
+  make: (namespace, { capacity, refill }) => make<string>(namespace, capacity, Rate.make(refill.tokens, refill.period)),
+  summary: ({ capacity, refill }) => `burst ${capacity}, ${refill.tokens} per ${Duration.format(refill.period)}`,
+  burst: ({ capacity }) => capacity
+})

@@ -118,10 +118,119 @@ end
 local w = window(ARGV[1])
 return math.max(0, w.limit - used(KEYS[1], now - math.fmod(now, w.size)))
 
--- Limits.acquire: KEYS 1 per item (items decided together), 1 shared ARGV; sha1 707ada7db11ec8a3a91c1406091163058bdcc6a5
+-- Limits.acquire: KEYS 1 per item (items decided together), 1 shared ARGV; sha1 8ac62426ecfc74ccb5f71cf7e6410b0e58629255
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local families = {}
+do
+local windows = {}
+local function window(s)
+  local w = windows[s]
+  if w then return w end
+  local limit, size = string.match(s, '^(%d+) (%d+)$')
+  w = {limit = tonumber(limit), size = tonumber(size)}
+  windows[s] = w
+  return w
+end
+local stamp = now
+local function entry(e)
+  local sp = string.find(e, ' ', 1, true)
+  return tonumber(string.sub(e, 1, sp - 1)), tonumber(string.sub(e, sp + 1))
+end
+local function total_of(key)
+  local h = redis.call('LINDEX', key, 0)
+  if not h then return 0 end
+  return tonumber(h)
+end
+local function walk(key, w, total, cost)
+  local n, gone, freed, need, i = 0, 0, 0, nil, 1
+  while true do
+    local chunk = redis.call('LRANGE', key, i, i + 63)
+    if #chunk == 0 then return n, gone, nil end
+    for _, e in ipairs(chunk) do
+      local t, c = entry(e)
+      if need == nil and t + w.size <= now then
+        n, gone = n + 1, gone + c
+      else
+        if need == nil then need = total - gone + cost - w.limit end
+        if need <= 0 then return n, gone, nil end
+        freed = freed + c
+        if freed >= need then return n, gone, t + w.size end
+      end
+    end
+    i = i + 64
+  end
+end
+local function ms(at) return math.ceil((at - now) / 1000) end
+local function take(key, w, cost)
+  local total = total_of(key)
+  local n, gone, at = walk(key, w, total, cost)
+  local live = total - gone
+  local remaining = math.max(0, w.limit - live)
+  if cost > w.limit then return 0, -1, remaining end
+  if at then return 0, ms(at), remaining end
+  local last = nil
+  if total > 0 then last = entry(redis.call('LINDEX', key, -1)) end
+  stamp = now
+  if last and last > now then stamp = last end
+  if cost == 0 then
+    if live == 0 then return 1, 0, remaining end
+    return 1, ms(last + w.size), remaining
+  end
+  if total == 0 then
+    redis.call('RPUSH', key, '0')
+  elseif n > 0 then
+    redis.call('LTRIM', key, n, -1)
+  end
+  redis.call('RPUSH', key, string.format('%d', stamp) .. ' ' .. string.format('%d', cost))
+  redis.call('LSET', key, 0, string.format('%d', live + cost))
+  local left = ms(stamp + w.size)
+  redis.call('PEXPIRE', key, string.format('%d', left))
+  return 1, left, remaining - cost
+end
+local function left(key, w)
+  local total = total_of(key)
+  local _, gone = walk(key, w, total, -w.limit - 1)
+  return math.max(0, w.limit - (total - gone))
+end
+families['S'] = {
+  parse = window,
+  wait = function(key, w, cost)
+    if cost > w.limit then return -1 end
+    local _, _, at = walk(key, w, total_of(key), cost)
+    if at then return ms(at) end
+    return 0
+  end,
+  take = take,
+  left = left,
+  start = function(w) return stamp end,
+  refund = function(key, w, cost, start)
+    if start + w.size <= now then return end
+    local i = redis.call('LLEN', key) - 1
+    while i >= 1 do
+      local t, c = entry(redis.call('LINDEX', key, i))
+      if t < start then return end
+      if t == start then
+        local back = math.min(cost, c)
+        if c > back then
+          redis.call('LSET', key, i, string.format('%d', t) .. ' ' .. string.format('%d', c - back))
+        else
+          local newer = redis.call('LRANGE', key, i + 1, -1)
+          redis.call('LTRIM', key, 0, i - 1)
+          if #newer > 0 then redis.call('RPUSH', key, unpack(newer)) end
+        end
+        if redis.call('LLEN', key) == 1 then
+          redis.call('DEL', key)
+        else
+          redis.call('LSET', key, 0, string.format('%d', total_of(key) - back))
+        end
+        return
+      end
+      i = i - 1
+    end
+  end
+}
+end
 do
 local at = ' ' .. string.format('%d', now)
 local shapes = {}
@@ -287,10 +396,119 @@ for i = 1, #KEYS do
 end
 return reply
 
--- Limits.check: KEYS 1 per item (items decided together), 1 shared ARGV, read-only; sha1 499409d0b0bfcb422a813d143e824c44702f0c70
+-- Limits.check: KEYS 1 per item (items decided together), 1 shared ARGV, read-only; sha1 f185ba91b8b4b6681f77ac8d8fd93c6f88e64ad2
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local families = {}
+do
+local windows = {}
+local function window(s)
+  local w = windows[s]
+  if w then return w end
+  local limit, size = string.match(s, '^(%d+) (%d+)$')
+  w = {limit = tonumber(limit), size = tonumber(size)}
+  windows[s] = w
+  return w
+end
+local stamp = now
+local function entry(e)
+  local sp = string.find(e, ' ', 1, true)
+  return tonumber(string.sub(e, 1, sp - 1)), tonumber(string.sub(e, sp + 1))
+end
+local function total_of(key)
+  local h = redis.call('LINDEX', key, 0)
+  if not h then return 0 end
+  return tonumber(h)
+end
+local function walk(key, w, total, cost)
+  local n, gone, freed, need, i = 0, 0, 0, nil, 1
+  while true do
+    local chunk = redis.call('LRANGE', key, i, i + 63)
+    if #chunk == 0 then return n, gone, nil end
+    for _, e in ipairs(chunk) do
+      local t, c = entry(e)
+      if need == nil and t + w.size <= now then
+        n, gone = n + 1, gone + c
+      else
+        if need == nil then need = total - gone + cost - w.limit end
+        if need <= 0 then return n, gone, nil end
+        freed = freed + c
+        if freed >= need then return n, gone, t + w.size end
+      end
+    end
+    i = i + 64
+  end
+end
+local function ms(at) return math.ceil((at - now) / 1000) end
+local function take(key, w, cost)
+  local total = total_of(key)
+  local n, gone, at = walk(key, w, total, cost)
+  local live = total - gone
+  local remaining = math.max(0, w.limit - live)
+  if cost > w.limit then return 0, -1, remaining end
+  if at then return 0, ms(at), remaining end
+  local last = nil
+  if total > 0 then last = entry(redis.call('LINDEX', key, -1)) end
+  stamp = now
+  if last and last > now then stamp = last end
+  if cost == 0 then
+    if live == 0 then return 1, 0, remaining end
+    return 1, ms(last + w.size), remaining
+  end
+  if total == 0 then
+    redis.call('RPUSH', key, '0')
+  elseif n > 0 then
+    redis.call('LTRIM', key, n, -1)
+  end
+  redis.call('RPUSH', key, string.format('%d', stamp) .. ' ' .. string.format('%d', cost))
+  redis.call('LSET', key, 0, string.format('%d', live + cost))
+  local left = ms(stamp + w.size)
+  redis.call('PEXPIRE', key, string.format('%d', left))
+  return 1, left, remaining - cost
+end
+local function left(key, w)
+  local total = total_of(key)
+  local _, gone = walk(key, w, total, -w.limit - 1)
+  return math.max(0, w.limit - (total - gone))
+end
+families['S'] = {
+  parse = window,
+  wait = function(key, w, cost)
+    if cost > w.limit then return -1 end
+    local _, _, at = walk(key, w, total_of(key), cost)
+    if at then return ms(at) end
+    return 0
+  end,
+  take = take,
+  left = left,
+  start = function(w) return stamp end,
+  refund = function(key, w, cost, start)
+    if start + w.size <= now then return end
+    local i = redis.call('LLEN', key) - 1
+    while i >= 1 do
+      local t, c = entry(redis.call('LINDEX', key, i))
+      if t < start then return end
+      if t == start then
+        local back = math.min(cost, c)
+        if c > back then
+          redis.call('LSET', key, i, string.format('%d', t) .. ' ' .. string.format('%d', c - back))
+        else
+          local newer = redis.call('LRANGE', key, i + 1, -1)
+          redis.call('LTRIM', key, 0, i - 1)
+          if #newer > 0 then redis.call('RPUSH', key, unpack(newer)) end
+        end
+        if redis.call('LLEN', key) == 1 then
+          redis.call('DEL', key)
+        else
+          redis.call('LSET', key, 0, string.format('%d', total_of(key) - back))
+        end
+        return
+      end
+      i = i - 1
+    end
+  end
+}
+end
 do
 local at = ' ' .. string.format('%d', now)
 local shapes = {}
@@ -439,10 +657,119 @@ for i = 1, #KEYS do
 end
 return reply
 
--- Limits.refund: KEYS 1 per item (items decided together), 1 shared ARGV; sha1 4ca4fadab996d5f01441baa9fa319bb67c2a3497
+-- Limits.refund: KEYS 1 per item (items decided together), 1 shared ARGV; sha1 c5c6dc5ae8459890aa3f302b4f8979b464250daf
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local families = {}
+do
+local windows = {}
+local function window(s)
+  local w = windows[s]
+  if w then return w end
+  local limit, size = string.match(s, '^(%d+) (%d+)$')
+  w = {limit = tonumber(limit), size = tonumber(size)}
+  windows[s] = w
+  return w
+end
+local stamp = now
+local function entry(e)
+  local sp = string.find(e, ' ', 1, true)
+  return tonumber(string.sub(e, 1, sp - 1)), tonumber(string.sub(e, sp + 1))
+end
+local function total_of(key)
+  local h = redis.call('LINDEX', key, 0)
+  if not h then return 0 end
+  return tonumber(h)
+end
+local function walk(key, w, total, cost)
+  local n, gone, freed, need, i = 0, 0, 0, nil, 1
+  while true do
+    local chunk = redis.call('LRANGE', key, i, i + 63)
+    if #chunk == 0 then return n, gone, nil end
+    for _, e in ipairs(chunk) do
+      local t, c = entry(e)
+      if need == nil and t + w.size <= now then
+        n, gone = n + 1, gone + c
+      else
+        if need == nil then need = total - gone + cost - w.limit end
+        if need <= 0 then return n, gone, nil end
+        freed = freed + c
+        if freed >= need then return n, gone, t + w.size end
+      end
+    end
+    i = i + 64
+  end
+end
+local function ms(at) return math.ceil((at - now) / 1000) end
+local function take(key, w, cost)
+  local total = total_of(key)
+  local n, gone, at = walk(key, w, total, cost)
+  local live = total - gone
+  local remaining = math.max(0, w.limit - live)
+  if cost > w.limit then return 0, -1, remaining end
+  if at then return 0, ms(at), remaining end
+  local last = nil
+  if total > 0 then last = entry(redis.call('LINDEX', key, -1)) end
+  stamp = now
+  if last and last > now then stamp = last end
+  if cost == 0 then
+    if live == 0 then return 1, 0, remaining end
+    return 1, ms(last + w.size), remaining
+  end
+  if total == 0 then
+    redis.call('RPUSH', key, '0')
+  elseif n > 0 then
+    redis.call('LTRIM', key, n, -1)
+  end
+  redis.call('RPUSH', key, string.format('%d', stamp) .. ' ' .. string.format('%d', cost))
+  redis.call('LSET', key, 0, string.format('%d', live + cost))
+  local left = ms(stamp + w.size)
+  redis.call('PEXPIRE', key, string.format('%d', left))
+  return 1, left, remaining - cost
+end
+local function left(key, w)
+  local total = total_of(key)
+  local _, gone = walk(key, w, total, -w.limit - 1)
+  return math.max(0, w.limit - (total - gone))
+end
+families['S'] = {
+  parse = window,
+  wait = function(key, w, cost)
+    if cost > w.limit then return -1 end
+    local _, _, at = walk(key, w, total_of(key), cost)
+    if at then return ms(at) end
+    return 0
+  end,
+  take = take,
+  left = left,
+  start = function(w) return stamp end,
+  refund = function(key, w, cost, start)
+    if start + w.size <= now then return end
+    local i = redis.call('LLEN', key) - 1
+    while i >= 1 do
+      local t, c = entry(redis.call('LINDEX', key, i))
+      if t < start then return end
+      if t == start then
+        local back = math.min(cost, c)
+        if c > back then
+          redis.call('LSET', key, i, string.format('%d', t) .. ' ' .. string.format('%d', c - back))
+        else
+          local newer = redis.call('LRANGE', key, i + 1, -1)
+          redis.call('LTRIM', key, 0, i - 1)
+          if #newer > 0 then redis.call('RPUSH', key, unpack(newer)) end
+        end
+        if redis.call('LLEN', key) == 1 then
+          redis.call('DEL', key)
+        else
+          redis.call('LSET', key, 0, string.format('%d', total_of(key) - back))
+        end
+        return
+      end
+      i = i - 1
+    end
+  end
+}
+end
 do
 local at = ' ' .. string.format('%d', now)
 local shapes = {}
@@ -1890,6 +2217,231 @@ return replies
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 redis.call('DEL', KEYS[1])
 return 1
+
+-- SlidingWindow.acquire: KEYS 1; sha1 e2a200afa6aa266c83e03bfb735558e60ceb4063
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local windows = {}
+local function window(s)
+  local w = windows[s]
+  if w then return w end
+  local limit, size = string.match(s, '^(%d+) (%d+)$')
+  w = {limit = tonumber(limit), size = tonumber(size)}
+  windows[s] = w
+  return w
+end
+local stamp = now
+local function entry(e)
+  local sp = string.find(e, ' ', 1, true)
+  return tonumber(string.sub(e, 1, sp - 1)), tonumber(string.sub(e, sp + 1))
+end
+local function total_of(key)
+  local h = redis.call('LINDEX', key, 0)
+  if not h then return 0 end
+  return tonumber(h)
+end
+local function walk(key, w, total, cost)
+  local n, gone, freed, need, i = 0, 0, 0, nil, 1
+  while true do
+    local chunk = redis.call('LRANGE', key, i, i + 63)
+    if #chunk == 0 then return n, gone, nil end
+    for _, e in ipairs(chunk) do
+      local t, c = entry(e)
+      if need == nil and t + w.size <= now then
+        n, gone = n + 1, gone + c
+      else
+        if need == nil then need = total - gone + cost - w.limit end
+        if need <= 0 then return n, gone, nil end
+        freed = freed + c
+        if freed >= need then return n, gone, t + w.size end
+      end
+    end
+    i = i + 64
+  end
+end
+local function ms(at) return math.ceil((at - now) / 1000) end
+local function take(key, w, cost)
+  local total = total_of(key)
+  local n, gone, at = walk(key, w, total, cost)
+  local live = total - gone
+  local remaining = math.max(0, w.limit - live)
+  if cost > w.limit then return 0, -1, remaining end
+  if at then return 0, ms(at), remaining end
+  local last = nil
+  if total > 0 then last = entry(redis.call('LINDEX', key, -1)) end
+  stamp = now
+  if last and last > now then stamp = last end
+  if cost == 0 then
+    if live == 0 then return 1, 0, remaining end
+    return 1, ms(last + w.size), remaining
+  end
+  if total == 0 then
+    redis.call('RPUSH', key, '0')
+  elseif n > 0 then
+    redis.call('LTRIM', key, n, -1)
+  end
+  redis.call('RPUSH', key, string.format('%d', stamp) .. ' ' .. string.format('%d', cost))
+  redis.call('LSET', key, 0, string.format('%d', live + cost))
+  local left = ms(stamp + w.size)
+  redis.call('PEXPIRE', key, string.format('%d', left))
+  return 1, left, remaining - cost
+end
+return {take(KEYS[1], window(ARGV[1]), tonumber(ARGV[2]))}
+
+-- SlidingWindow.acquireMany: KEYS 1 per call (a batch of calls laid end to end), 1 shared ARGV; sha1 8cdbde48819575c146fd817495c821b3cfe52b13
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local windows = {}
+local function window(s)
+  local w = windows[s]
+  if w then return w end
+  local limit, size = string.match(s, '^(%d+) (%d+)$')
+  w = {limit = tonumber(limit), size = tonumber(size)}
+  windows[s] = w
+  return w
+end
+local stamp = now
+local function entry(e)
+  local sp = string.find(e, ' ', 1, true)
+  return tonumber(string.sub(e, 1, sp - 1)), tonumber(string.sub(e, sp + 1))
+end
+local function total_of(key)
+  local h = redis.call('LINDEX', key, 0)
+  if not h then return 0 end
+  return tonumber(h)
+end
+local function walk(key, w, total, cost)
+  local n, gone, freed, need, i = 0, 0, 0, nil, 1
+  while true do
+    local chunk = redis.call('LRANGE', key, i, i + 63)
+    if #chunk == 0 then return n, gone, nil end
+    for _, e in ipairs(chunk) do
+      local t, c = entry(e)
+      if need == nil and t + w.size <= now then
+        n, gone = n + 1, gone + c
+      else
+        if need == nil then need = total - gone + cost - w.limit end
+        if need <= 0 then return n, gone, nil end
+        freed = freed + c
+        if freed >= need then return n, gone, t + w.size end
+      end
+    end
+    i = i + 64
+  end
+end
+local function ms(at) return math.ceil((at - now) / 1000) end
+local function take(key, w, cost)
+  local total = total_of(key)
+  local n, gone, at = walk(key, w, total, cost)
+  local live = total - gone
+  local remaining = math.max(0, w.limit - live)
+  if cost > w.limit then return 0, -1, remaining end
+  if at then return 0, ms(at), remaining end
+  local last = nil
+  if total > 0 then last = entry(redis.call('LINDEX', key, -1)) end
+  stamp = now
+  if last and last > now then stamp = last end
+  if cost == 0 then
+    if live == 0 then return 1, 0, remaining end
+    return 1, ms(last + w.size), remaining
+  end
+  if total == 0 then
+    redis.call('RPUSH', key, '0')
+  elseif n > 0 then
+    redis.call('LTRIM', key, n, -1)
+  end
+  redis.call('RPUSH', key, string.format('%d', stamp) .. ' ' .. string.format('%d', cost))
+  redis.call('LSET', key, 0, string.format('%d', live + cost))
+  local left = ms(stamp + w.size)
+  redis.call('PEXPIRE', key, string.format('%d', left))
+  return 1, left, remaining - cost
+end
+local function call(key, params, cost) return {take(key, window(params), tonumber(cost))} end
+local replies = {}
+for i = 1, #KEYS / 1 do
+  local ok, reply = pcall(call, KEYS[1 * (i - 1) + 1], ARGV[1], ARGV[1 + 1 * (i - 1) + 1])
+  if ok then
+    replies[i] = reply
+  elseif type(reply) == 'table' and reply.err then
+    replies[i] = reply
+  else
+    replies[i] = redis.error_reply(tostring(reply))
+  end
+end
+return replies
+
+-- SlidingWindow.peek: KEYS 1, read-only; sha1 27f3a74cf4937ebe1ddde9eadd9296bf9bd43deb
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local windows = {}
+local function window(s)
+  local w = windows[s]
+  if w then return w end
+  local limit, size = string.match(s, '^(%d+) (%d+)$')
+  w = {limit = tonumber(limit), size = tonumber(size)}
+  windows[s] = w
+  return w
+end
+local stamp = now
+local function entry(e)
+  local sp = string.find(e, ' ', 1, true)
+  return tonumber(string.sub(e, 1, sp - 1)), tonumber(string.sub(e, sp + 1))
+end
+local function total_of(key)
+  local h = redis.call('LINDEX', key, 0)
+  if not h then return 0 end
+  return tonumber(h)
+end
+local function walk(key, w, total, cost)
+  local n, gone, freed, need, i = 0, 0, 0, nil, 1
+  while true do
+    local chunk = redis.call('LRANGE', key, i, i + 63)
+    if #chunk == 0 then return n, gone, nil end
+    for _, e in ipairs(chunk) do
+      local t, c = entry(e)
+      if need == nil and t + w.size <= now then
+        n, gone = n + 1, gone + c
+      else
+        if need == nil then need = total - gone + cost - w.limit end
+        if need <= 0 then return n, gone, nil end
+        freed = freed + c
+        if freed >= need then return n, gone, t + w.size end
+      end
+    end
+    i = i + 64
+  end
+end
+local function ms(at) return math.ceil((at - now) / 1000) end
+local function take(key, w, cost)
+  local total = total_of(key)
+  local n, gone, at = walk(key, w, total, cost)
+  local live = total - gone
+  local remaining = math.max(0, w.limit - live)
+  if cost > w.limit then return 0, -1, remaining end
+  if at then return 0, ms(at), remaining end
+  local last = nil
+  if total > 0 then last = entry(redis.call('LINDEX', key, -1)) end
+  stamp = now
+  if last and last > now then stamp = last end
+  if cost == 0 then
+    if live == 0 then return 1, 0, remaining end
+    return 1, ms(last + w.size), remaining
+  end
+  if total == 0 then
+    redis.call('RPUSH', key, '0')
+  elseif n > 0 then
+    redis.call('LTRIM', key, n, -1)
+  end
+  redis.call('RPUSH', key, string.format('%d', stamp) .. ' ' .. string.format('%d', cost))
+  redis.call('LSET', key, 0, string.format('%d', live + cost))
+  local left = ms(stamp + w.size)
+  redis.call('PEXPIRE', key, string.format('%d', left))
+  return 1, left, remaining - cost
+end
+local w = window(ARGV[1])
+local total = total_of(KEYS[1])
+local _, gone = walk(KEYS[1], w, total, -w.limit - 1)
+return math.max(0, w.limit - (total - gone))
 
 -- TokenBucket.acquire: KEYS 1; sha1 a9a8bde90821e8295badb627cab4efbf27dd7323
 local t = redis.call('TIME')

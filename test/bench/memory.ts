@@ -16,7 +16,11 @@
  * The key is `@@wakuwaku:TokenBucket:m:user-<i>` (31–35 bytes) and the value `"<tokens> <µs>"` (18 bytes
  * here); memory per bucket grows with the key's length. Also printed: `MEMORY USAGE` of one key (Redis's
  * own estimate of the key, its value and its main-table entry, without the expiry entry or the tables).
- * 4. Floors, in the same server: 100 000 plain `SET … PX` keys of other shapes (pipelined, untimed), to
+ * 4. Bytes per name by limit, beside the token bucket's: `MEMORY USAGE` (SAMPLES 0: every element counted) of
+ *    one name of a TokenBucket, a FixedWindow and a SlidingWindow of each limit in LIMITS (10, 100, 1000 and
+ *    the sliding window's maximum), each spent to the full in one-unit acquires. A bucket and a fixed window
+ *    hold one string whatever the limit; a sliding window holds an entry per unit in its last window.
+ * 5. Floors, in the same server: 100 000 plain `SET … PX` keys of other shapes (pipelined, untimed), to
  *    show what a key with a TTL costs at the least here, whatever the library stores.
  * `--quick` runs the same measurement: it is short already (about 20 s).
  *
@@ -36,7 +40,7 @@ import type { Redis as IORedis } from "ioredis"
 import { readFileSync } from "node:fs"
 import * as os from "node:os"
 import { monitorEventLoopDelay, performance } from "node:perf_hooks"
-import { Rate, Redis, TokenBucket } from "wakuwaku"
+import { Capability, FixedWindow, Limiter, Rate, Redis, SlidingWindow, TokenBucket } from "wakuwaku"
 import { RedisServer } from "wakuwaku/testing"
 import { plainClient } from "./measure.js"
 
@@ -54,6 +58,9 @@ const indices: ReadonlyArray<number> = Array.from({ length: BUCKETS }, (_, i) =>
 
 const usedMemory = async (client: IORedis): Promise<number> =>
   Number(String(await client.info("memory")).match(/used_memory:(\d+)/)?.[1] ?? Number.NaN)
+
+/** The limits of the bytes-per-name rows: the sliding window's memory grows with its limit. */
+const LIMITS = [10, 100, 1000, SlidingWindow.maxLimit] as const
 
 const CAP = 100_000
 const CALLS = process.argv.includes("--quick") ? 2000 : 10_000
@@ -194,6 +201,30 @@ const program = Effect.scoped(
         `${back ? "MET" : "FAILED"}`
     )
     if (!back) yield* Effect.dieMessage("DBSIZE and used_memory did not return to the baseline")
+
+    console.log(
+      "\nmemory per name by limit: MEMORY USAGE (SAMPLES 0) of one name spent to the full in one-unit acquires\n"
+    )
+    console.log("| limit | TokenBucket B | FixedWindow B | SlidingWindow B | SlidingWindow B per unit |")
+    console.log("|---:|---:|---:|---:|---:|")
+    for (const limit of LIMITS) {
+      const kinds: ReadonlyArray<Limiter.Limiter<string, Redis.Redis | Capability.Write<Capability.AnyEntity>>> = [
+        TokenBucket.make<string>(`tb${limit}`, limit, Rate.make(1, "1 hour")),
+        FixedWindow.make<string>(`fw${limit}`, limit, "1 hour"),
+        SlidingWindow.make<string>(`sw${limit}`, limit, "1 hour")
+      ]
+      const usage: Array<number> = []
+      for (const limiter of kinds) {
+        yield* Effect.forEach(indices.slice(0, limit), () => limiter.acquire("user-0", 1), {
+          concurrency: IN_FLIGHT,
+          discard: true
+        }).pipe(Effect.provide(env))
+        const key = `@@wakuwaku:${limiter[Limiter.TypeId].kind}:${limiter.namespace}:user-0`
+        usage.push(Number(yield* Effect.promise(() => client.call("MEMORY", "USAGE", key, "SAMPLES", "0"))))
+      }
+      const [tb, fw, sw] = usage as [number, number, number]
+      console.log(`| ${limit} | ${tb} | ${fw} | ${sw} | ${(sw / limit).toFixed(1)} |`)
+    }
 
     console.log("\nmemory floors: 100 000 plain `SET <key> <value> PX 600000`, bytes of used_memory per key:\n")
     console.log("| key | value | B per key |")

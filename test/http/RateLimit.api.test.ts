@@ -23,7 +23,7 @@ import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as OpenApi from "@effect/platform/OpenApi"
 import { describe, expect, it as plain } from "@effect/vitest"
 import { Cause, Context, Duration, Effect, Layer, Logger, LogLevel, Metric, Redacted, Schema } from "effect"
-import { Capability, FixedWindow, Rate, Redis, TokenBucket } from "wakuwaku"
+import { Capability, FixedWindow, Rate, Redis, SlidingWindow, TokenBucket } from "wakuwaku"
 import { RateLimit } from "wakuwaku/http"
 import { forEachBackend } from "../support/backends.js"
 import { expectWindowT, fields, get, serve, serveApi } from "../support/http.js"
@@ -382,6 +382,36 @@ forEachBackend("RateLimit.apiMiddleware", (it) => {
       const seconds = Number(last().headers["retry-after"])
       expect(last().headers["ratelimit"]).toBe(`"${hourly.namespace}";r=0;t=${seconds}`)
       // The burst bucket was not spent by the denied call: 2 left of 5.
+      expect(yield* burst.peek("127.0.0.1")).toBe(2)
+    }))
+
+  it.scoped("a sliding window among several limits: its policy, its t, and its typed 429", () =>
+    Effect.gen(function*() {
+      const burst = TokenBucket.make<string>(freshNamespace("burst"), 5, Rate.make(1, "10 seconds"))
+      const sliding = SlidingWindow.make<string>(freshNamespace("sliding"), 3, "1 hour")
+      const { free, paid } = plans()
+      const { client, last } = yield* start(Layer.merge(
+        RateLimit.apiMiddleware(LoginLimit, { limiter: [burst, sliding], onStoreFailure: "fail-closed" }),
+        RateLimit.apiMiddleware(PlanLimit, {
+          choose: () =>
+            Effect.map(CurrentUser, (user) => ({ limiter: user.plan === "paid" ? paid : free, key: user.id })),
+          fromRequest: [CurrentUser],
+          onStoreFailure: "fail-closed"
+        })
+      ))
+      const policy = `"${burst.namespace}";q=5;w=50, "${sliding.namespace}";q=3;w=3600`
+      yield* client.accounts.login()
+      expect(last().headers["ratelimit-policy"]).toBe(policy)
+      // The sliding window has 2 left of 3: the closer to exhaustion; whole again an hour after this request.
+      expect(sfList(last().headers["ratelimit"])).toEqual([{ name: sliding.namespace, params: { r: 2, t: 3600 } }])
+      yield* client.accounts.login()
+      yield* client.accounts.login()
+      const error = yield* Effect.flip(client.accounts.login())
+      expect(error).toMatchObject({ _tag: "RateLimitExceeded", policy: sliding.namespace })
+      const seconds = Number(last().headers["retry-after"])
+      expect(seconds).toBeGreaterThan(3590)
+      expect(seconds).toBeLessThanOrEqual(3600)
+      expect(last().headers["ratelimit"]).toBe(`"${sliding.namespace}";r=0;t=${seconds}`)
       expect(yield* burst.peek("127.0.0.1")).toBe(2)
     }))
 

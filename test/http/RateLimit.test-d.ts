@@ -7,7 +7,7 @@ import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { Context, Effect, Layer } from "effect"
 import { createServer } from "node:http"
 import { describe, expectTypeOf, it } from "vitest"
-import { Capability, FixedWindow, Rate, Redis, TokenBucket } from "wakuwaku"
+import { Capability, FixedWindow, Limiter, Rate, Redis, TokenBucket } from "wakuwaku"
 import { RateLimit } from "wakuwaku/http"
 
 const LOGINS = TokenBucket.make<string>("login", 20, Rate.make(1, "3 seconds"))
@@ -82,6 +82,16 @@ describe("RateLimit.middleware keeps requirements and errors", () => {
     const byNumber = TokenBucket.make<number>("tenant", 10, Rate.perSecond(1))
     // @ts-expect-error the middleware keys by string
     RateLimit.middleware({ limiter: byNumber, onStoreFailure: "fail-open" })
+  })
+
+  it("a value that no limiter kind made does not fit: it lacks the shared type id", () => {
+    const lookalike = { namespace: "login", acquire: LOGINS.acquire }
+    // @ts-expect-error Limiter.TypeId is missing
+    RateLimit.middleware({ limiter: lookalike, onStoreFailure: "fail-open" })
+    // @ts-expect-error Limiter.TypeId is missing
+    RateLimit.middleware({ limiter: [LOGINS, lookalike], onStoreFailure: "fail-open" })
+    const limiter: RateLimit.Limiter<TBWrite | Redis.Redis> = LOGINS
+    expectTypeOf(limiter[Limiter.TypeId]).toEqualTypeOf<Limiter.Description>()
   })
 
   it("onStoreFailure is required and closed", () => {

@@ -9,7 +9,7 @@ import { expect, it as effect } from "@effect/vitest"
 import { Duration, Effect, Metric, TestClock } from "effect"
 import fc from "fast-check"
 import { describe, it as plain } from "vitest"
-import { FixedWindow, Rate, Redis, TokenBucket } from "wakuwaku"
+import { FixedWindow, Rate, Redis, SlidingWindow, TokenBucket } from "wakuwaku"
 import { RateLimit } from "wakuwaku/http"
 import { forEachBackend } from "../support/backends.js"
 import { expectWindowT, fields, get, recordingTracer, serve } from "../support/http.js"
@@ -64,6 +64,13 @@ describe("RateLimit.policy", () => {
     expect(RateLimit.policy(FixedWindow.make<string>("per-ip", 10, "1 second")).field).toBe("\"per-ip\";q=10;w=1")
     expect(RateLimit.policy(FixedWindow.make<string>("hourly", 1000, "1 hour")).field).toBe("\"hourly\";q=1000;w=3600")
     expect(RateLimit.policy(FixedWindow.make<string>("half", 5, "500 millis")).field).toBe("\"half\";q=5;w=1")
+  })
+
+  plain("a sliding window: q is the limit, w the window in seconds, rounded up", () => {
+    expect(RateLimit.policy(SlidingWindow.make<string>("any-minute", 100, "1 minute")).field).toBe(
+      "\"any-minute\";q=100;w=60"
+    )
+    expect(RateLimit.policy(SlidingWindow.make<string>("half", 5, "500 millis")).field).toBe("\"half\";q=5;w=1")
   })
 
   plain("the draft implemented", () => {
@@ -150,6 +157,34 @@ describe("a fixed window's t, in process on the memory backend under TestClock",
         expect((yield* call(app)).headers["ratelimit"]).toBe("\"w\";r=0;t=3")
         yield* TestClock.adjust("2500 millis")
         expect((yield* call(app)).headers["ratelimit"]).toBe("\"w\";r=1;t=10")
+      }).pipe(Effect.provide(Redis.layerMemory()))
+  )
+})
+
+describe("a sliding window's t and Retry-After, in process on the memory backend under TestClock", () => {
+  effect.effect(
+    "t is until the quota is whole again (the newest request's end); a 429's Retry-After, until the oldest ends",
+    () =>
+      Effect.gen(function*() {
+        const limiter = SlidingWindow.make<string>("s", 2, "10 seconds")
+        const app = RateLimit.middleware({ limiter, key: () => "client", onStoreFailure: "fail-closed" })(hello)
+        expect((yield* call(app)).headers["ratelimit"]).toBe("\"s\";r=1;t=10")
+        yield* TestClock.adjust("3 seconds")
+        const last = yield* call(app)
+        expect([last.headers["ratelimit-policy"], last.headers["ratelimit"]]).toEqual([
+          "\"s\";q=2;w=10",
+          "\"s\";r=0;t=10"
+        ])
+        const denied = yield* call(app)
+        expect([denied.status, denied.headers["retry-after"], denied.headers["ratelimit"]]).toEqual([
+          429,
+          "7",
+          "\"s\";r=0;t=7"
+        ])
+        // 10 s: the first request has left the window, the second has not: no boundary burst.
+        yield* TestClock.adjust("7 seconds")
+        expect((yield* call(app)).headers["ratelimit"]).toBe("\"s\";r=0;t=10")
+        expect((yield* call(app)).headers["retry-after"]).toBe("3")
       }).pipe(Effect.provide(Redis.layerMemory()))
   )
 })

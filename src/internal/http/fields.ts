@@ -4,9 +4,8 @@
  * decision (`"<name>";r=<remaining>;t=<seconds>`), and whole seconds for `Retry-After`.
  */
 import * as Duration from "effect/Duration"
-import * as FixedWindow from "../../FixedWindow.js"
+import * as Limiter from "../../Limiter.js"
 import type * as RateLimit from "../../RateLimit.js"
-import * as TokenBucket from "../../TokenBucket.js"
 
 /** @internal */
 export const DRAFT = "draft-ietf-httpapi-ratelimit-headers-11"
@@ -17,7 +16,6 @@ export const sfString = (s: string): string => `"${s.replace(/[\\"]/g, (c) => `\
 const ceilDiv = (a: bigint, b: bigint): bigint => (a + b - 1n) / b
 
 const NANOS_PER_SECOND = 1_000_000_000n
-const MICROS_PER_SECOND = 1_000_000n
 
 /** @internal Whole seconds, rounded up, never negative. */
 export const ceilSeconds = (duration: Duration.Duration): number => {
@@ -27,68 +25,50 @@ export const ceilSeconds = (duration: Duration.Duration): number => {
 
 /** @internal A policy, and how long after an allowed request the client may spend no more than what is left. */
 export interface Described extends RateLimit.Policy {
-  readonly kind: "TokenBucket" | "FixedWindow"
+  /** The limiter's kind, such as `TokenBucket`. */
+  readonly kind: string
   /** `t` of an allowed request, from its admission. */
   readonly effectiveWindow: (allowed: Allowed) => number
 }
 
 /** @internal An allowed admission. */
-export type Allowed = Extract<TokenBucket.Admission, { readonly _tag: "Allowed" }>
-
-const isTokenBucket = (limiter: RateLimit.Limiter<unknown>): limiter is RateLimit.TokenBucketLimiter<unknown> =>
-  TokenBucket.isTokenBucket(limiter)
-
-const isFixedWindow = (limiter: RateLimit.Limiter<unknown>): limiter is RateLimit.FixedWindowLimiter<unknown> =>
-  FixedWindow.isFixedWindow(limiter)
+export type Allowed = Limiter.Allowed
 
 /**
- * @internal The policy of a limiter. `t` of an allowed request is when the quota is whole again if the client
- * spends nothing more, rounded up: within it the client "can use no more than the available quota" (the
- * draft's §4.1.2) without being denied.
- * - A token bucket: q = capacity, w = the time to refill it from empty, in whole seconds rounded up
- *   (at least 1); a client that spends at most q in every w seconds is never denied. After an allowed
- *   request, t = the time until the bucket is full again: (capacity - remaining) tokens, rounded up.
- *   `remaining` is the floor of the fractional level, so t is never early.
- * - A fixed window: q = limit, w = the window in whole seconds rounded up (at least 1). After an
- *   allowed request t = the seconds left in the current window (the store's `resetAfter`, rounded up),
- *   as the draft's own fixed-window example (its appendix B.2.1) reports it; a denial's `Retry-After` names
- *   the same end.
+ * @internal The policy of a limiter, as it describes itself (the shared type id's value, `Limiter.Description`):
+ * q = its quota, w = its window in whole seconds rounded up (at least 1). `t` of an allowed request is when
+ * the quota is whole again if the client spends nothing more (its `resetAfter`), rounded up: within it the
+ * client "can use no more than the available quota" (the draft's §4.1.2) without being denied.
+ * - A token bucket: q = capacity, w = the time to refill it from empty; after an allowed request, t = the
+ *   time until the bucket is full again.
+ * - A fixed window: q = limit, w = the window; after an allowed request t = the seconds left in the current
+ *   window, as the draft's own fixed-window example (its appendix B.2.1) reports it; a denial's
+ *   `Retry-After` names the same end.
+ *
+ * Throws a `TypeError` on a value no limiter kind made (the types refuse it too).
  */
 export const describe = (limiter: RateLimit.Limiter<unknown>): Described => {
+  const value: unknown = limiter
+  if (!Limiter.isLimiter(value)) {
+    throw new TypeError(
+      `wakuwaku/http: ${
+        typeof value === "object" && value !== null && "namespace" in value
+          ? `the limiter ${String(value.namespace)}`
+          : String(value)
+      } is no limiter (made by a kind's make, such as TokenBucket.make or FixedWindow.make)`
+    )
+  }
   const name = limiter.namespace
-  if (typeof name !== "string") {
-    throw new TypeError("wakuwaku/http: a limiter needs a namespace (a TokenBucket or a FixedWindow)")
+  const { kind, quota, resetAfter } = limiter[Limiter.TypeId]
+  const window = Math.max(1, ceilSeconds(limiter[Limiter.TypeId].window))
+  return {
+    kind,
+    name,
+    quota,
+    window: Duration.seconds(window),
+    field: `${sfString(name)};q=${quota};w=${window}`,
+    effectiveWindow: (allowed) => ceilSeconds(resetAfter(allowed))
   }
-  if (isTokenBucket(limiter)) {
-    const { capacity, rate } = limiter
-    const period = BigInt(rate.periodMicros)
-    const tokens = BigInt(rate.tokens) * MICROS_PER_SECOND
-    const secondsFor = (count: number) => Number(ceilDiv(BigInt(Math.max(0, count)) * period, tokens))
-    const window = Math.max(1, secondsFor(capacity))
-    return {
-      kind: "TokenBucket",
-      name,
-      quota: capacity,
-      window: Duration.seconds(window),
-      field: `${sfString(name)};q=${capacity};w=${window}`,
-      effectiveWindow: (allowed) => secondsFor(capacity - allowed.remaining)
-    }
-  }
-  if (isFixedWindow(limiter)) {
-    const window = Math.max(1, ceilSeconds(limiter.window))
-    return {
-      kind: "FixedWindow",
-      name,
-      quota: limiter.limit,
-      window: Duration.seconds(window),
-      field: `${sfString(name)};q=${limiter.limit};w=${window}`,
-      // An admission always says when its window ends; one made otherwise reads as the whole window.
-      effectiveWindow: (allowed) => allowed.resetAfter === undefined ? window : ceilSeconds(allowed.resetAfter)
-    }
-  }
-  throw new TypeError(
-    `wakuwaku/http: the limiter ${name} is neither a TokenBucket (TokenBucket.make) nor a FixedWindow (FixedWindow.make)`
-  )
 }
 
 /** @internal The service-limit item of a policy. */

@@ -5,8 +5,11 @@
  */
 import * as Duration from "effect/Duration"
 import { parseArgs, type ParseArgsConfig } from "node:util"
+import * as Wakuwaku from "../../index.js"
+import { parseText } from "../duration.js"
 import { parseCidr } from "../http/address.js"
 import { validateNamespace } from "../key.js"
+import * as limiterKinds from "../limiter.js"
 import { parseRedisUrl } from "../url.js"
 import { parseUpstream } from "./target.js"
 
@@ -18,13 +21,8 @@ export interface Config {
   readonly upstream: { readonly _tag: "Url"; readonly url: string } | { readonly _tag: "Demo" }
   readonly timeout: Duration.Duration
   readonly shutdownTimeout: Duration.Duration
-  readonly limiter:
-    | {
-      readonly algorithm: "token-bucket"
-      readonly capacity: number
-      readonly refill: { readonly tokens: number; readonly period: Duration.Duration }
-    }
-    | { readonly algorithm: "fixed-window"; readonly limit: number; readonly window: Duration.Duration }
+  /** The algorithm, its parameters read from its flags, and how it makes the limiter. */
+  readonly limiter: limiterKinds.Configured
   readonly key: { readonly _tag: "ip" } | { readonly _tag: "header"; readonly name: string }
   readonly trustedProxies: ReadonlyArray<string> | number
   readonly ipv6Prefix: number
@@ -56,6 +54,35 @@ interface Flag {
   readonly default?: string
   readonly help: string
 }
+
+/** The default algorithm. */
+const DEFAULT_ALGORITHM = "token-bucket"
+
+/**
+ * The algorithms: one per limiter kind the package exports (each kind's module contributes its own, with
+ * its flags), the default first.
+ */
+const ALGORITHMS = limiterKinds.algorithmsOf(Wakuwaku, DEFAULT_ALGORITHM)
+
+/** `a`, `a or b`, `a, b or c`. */
+const orList = (words: ReadonlyArray<string>): string =>
+  words.length < 2 ? words.join("") : `${words.slice(0, -1).join(", ")} or ${words[words.length - 1]}`
+
+/** Each algorithm flag's name, definition, and the algorithms that read it (a flag two share is one flag). */
+const ALGORITHM_FLAGS: ReadonlyMap<string, { readonly flag: limiterKinds.Flag<unknown>; readonly by: Array<string> }> =
+  (() => {
+    const flags = new Map<string, { readonly flag: limiterKinds.Flag<unknown>; readonly by: Array<string> }>()
+    for (const algorithm of ALGORITHMS) {
+      for (const [name, flag] of Object.entries<limiterKinds.Flag<unknown>>(algorithm.flags)) {
+        const known = flags.get(name)
+        if (known === undefined) flags.set(name, { flag, by: [algorithm.name] })
+        else if (known.flag.env !== flag.env || known.flag.default !== flag.default) {
+          throw new Error(`wakuwaku: --${name} of ${algorithm.name} differs from --${name} of ${known.by[0]}`)
+        } else known.by.push(algorithm.name)
+      }
+    }
+    return flags
+  })()
 
 const SECTIONS: ReadonlyArray<{ readonly title: string; readonly flags: ReadonlyArray<Flag> }> = [
   {
@@ -108,19 +135,16 @@ const SECTIONS: ReadonlyArray<{ readonly title: string; readonly flags: Readonly
         name: "algorithm",
         value: "NAME",
         env: "WAKUWAKU_ALGORITHM",
-        default: "token-bucket",
-        help: "token-bucket or fixed-window"
+        default: DEFAULT_ALGORITHM,
+        help: orList(ALGORITHMS.map((a) => a.name))
       },
-      { name: "capacity", value: "N", env: "WAKUWAKU_CAPACITY", default: "20", help: "token-bucket: the burst" },
-      {
-        name: "refill",
-        value: "N/DURATION",
-        env: "WAKUWAKU_REFILL",
-        default: "1/3s",
-        help: "token-bucket: N tokens back every DURATION"
-      },
-      { name: "limit", value: "N", env: "WAKUWAKU_LIMIT", default: "20", help: "fixed-window: requests per window" },
-      { name: "window", value: "DURATION", env: "WAKUWAKU_WINDOW", default: "1m", help: "fixed-window: the window" },
+      ...[...ALGORITHM_FLAGS].map(([name, { by, flag }]) => ({
+        name,
+        value: flag.value,
+        env: flag.env,
+        default: flag.default,
+        help: `${by.join(", ")}: ${flag.help}`
+      })),
       {
         name: "key",
         value: "STRATEGY",
@@ -236,7 +260,9 @@ export const proxyHelp = (): string => {
     "Examples:",
     "  wakuwaku proxy --upstream http://127.0.0.1:3000",
     "  wakuwaku proxy --upstream http://app:3000 --trusted-proxies 10.0.0.0/8 --redis redis://redis:6379",
-    "  wakuwaku proxy --demo --algorithm fixed-window --limit 5 --window 10s",
+    ...ALGORITHMS.filter((a) => a.name !== DEFAULT_ALGORITHM).map((a) =>
+      `  wakuwaku proxy --demo --algorithm ${a.name} ${a.example}`
+    ),
     ""
   ].join("\n")
 }
@@ -257,30 +283,8 @@ class Invalid {
   constructor(readonly message: string, readonly code: 1 | 2 = 2) {}
 }
 
-const UNITS: Record<string, number> = {
-  ms: 1,
-  millis: 1,
-  milli: 1,
-  s: 1_000,
-  sec: 1_000,
-  second: 1_000,
-  seconds: 1_000,
-  m: 60_000,
-  min: 60_000,
-  minute: 60_000,
-  minutes: 60_000,
-  h: 3_600_000,
-  hour: 3_600_000,
-  hours: 3_600_000
-}
-
 /** @internal A duration such as `500ms`, `30s`, `1.5m`, `2 hours`; undefined when it is not one. */
-export const parseDuration = (text: string): Duration.Duration | undefined => {
-  const match = /^(\d+(?:\.\d+)?|\.\d+)\s*([a-z]+)$/i.exec(text.trim())
-  const unit = match?.[2] === undefined ? undefined : UNITS[match[2].toLowerCase()]
-  if (match === null || unit === undefined) return undefined
-  return Duration.millis(Number(match[1]) * unit)
-}
+export const parseDuration: (text: string) => Duration.Duration | undefined = parseText
 
 /** A value and where it came from, for messages. */
 interface Source {
@@ -414,6 +418,27 @@ const invalidArgs = (error: unknown, args: ReadonlyArray<string>): Invalid => {
   }
 }
 
+/** The algorithm asked for, its flags read (another algorithm's flag, given, is refused). */
+const algorithmOf = (
+  get: (name: string) => Source | undefined,
+  orDefault: (name: string) => Source
+): limiterKinds.Configured => {
+  const algorithmSource = orDefault("algorithm")
+  const name = algorithmSource.value.trim()
+  const algorithm = ALGORITHMS.find((a) => a.name === name) ??
+    fail(algorithmSource, `expected ${orList(ALGORITHMS.map((a) => a.name))}`)
+  for (const [flag, { by }] of ALGORITHM_FLAGS) {
+    const source = by.includes(name) ? undefined : get(flag)
+    if (source !== undefined) throw new Invalid(`${source.from} applies to ${orList(by)}, not ${name}`)
+  }
+  const params: Record<string, unknown> = {}
+  for (const [flag, definition] of Object.entries<limiterKinds.Flag<unknown>>(algorithm.flags)) {
+    const source = orDefault(flag)
+    params[flag] = definition.parse(source.value) ?? fail(source, definition.expected)
+  }
+  return limiterKinds.configure(algorithm, params)
+}
+
 const parseProxy = (argv: ReadonlyArray<string>, env: Readonly<Record<string, string | undefined>>): Command => {
   // A value may start with one dash (`--max-entries -1` is a bad number, not a missing value): parseArgs
   // calls that ambiguous, so such a value is attached to its flag first.
@@ -495,33 +520,7 @@ const parseProxy = (argv: ReadonlyArray<string>, env: Readonly<Record<string, st
   const timeout = positiveDuration(orDefault("timeout"))
 
   // Rate limit
-  const algorithmSource = orDefault("algorithm")
-  const algorithm = algorithmSource.value.trim()
-  if (algorithm !== "token-bucket" && algorithm !== "fixed-window") {
-    fail(algorithmSource, "expected token-bucket or fixed-window")
-  }
-  const others = algorithm === "token-bucket" ? ["limit", "window"] : ["capacity", "refill"]
-  for (const name of others) {
-    const source = get(name)
-    if (source !== undefined) throw new Invalid(`${source.from} applies to the other algorithm, not ${algorithm}`)
-  }
-  let limiter: Config["limiter"]
-  if (algorithm === "token-bucket") {
-    const capacity = integer(orDefault("capacity"), 1, Number.MAX_SAFE_INTEGER, "expected a positive whole number")
-    const refillSource = orDefault("refill")
-    const refill = /^\s*(\d+)\s*\/\s*(.+)$/.exec(refillSource.value)
-    const tokens = refill?.[1] === undefined ? NaN : Number(refill[1])
-    // `1/s` means one per second.
-    const periodText = refill?.[2]?.trim() ?? ""
-    const period = parseDuration(/^[a-z]+$/i.test(periodText) ? `1${periodText}` : periodText)
-    if (!(Number.isSafeInteger(tokens) && tokens >= 1) || period === undefined || Duration.toMillis(period) <= 0) {
-      fail(refillSource, "expected N/DURATION with N at least 1, such as 1/3s or 10/1m")
-    }
-    limiter = { algorithm, capacity, refill: { tokens, period: period as Duration.Duration } }
-  } else {
-    const limit = integer(orDefault("limit"), 1, Number.MAX_SAFE_INTEGER, "expected a positive whole number")
-    limiter = { algorithm: "fixed-window", limit, window: positiveDuration(orDefault("window")) }
-  }
+  const limiter = algorithmOf(get, orDefault)
 
   const keySource = orDefault("key")
   const keyText = keySource.value.trim()

@@ -11,12 +11,10 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type * as Scope from "effect/Scope"
 import * as ClientIp from "../../ClientIp.js"
-import * as FixedWindow from "../../FixedWindow.js"
 import * as Proxy from "../../Proxy.js"
-import * as Rate from "../../Rate.js"
 import * as RateLimit from "../../RateLimit.js"
 import * as Redis from "../../Redis.js"
-import * as TokenBucket from "../../TokenBucket.js"
+import type { AnyRequirements } from "../limiter.js"
 import { acquireTolerant } from "../redis.js"
 import { mask } from "../url.js"
 import type { Config } from "./cli.js"
@@ -44,11 +42,7 @@ const hostForUrl = (host: string): string => host.includes(":") ? `[${host}]` : 
 const describeLimiter = (config: Config): string => {
   const { limiter } = config
   const who = config.key._tag === "ip" ? "per client IP" : `per ${config.key.name} header (client IP without it)`
-  const policy = limiter.algorithm === "token-bucket"
-    ? `token bucket "${config.namespace}": burst ${limiter.capacity}, ${limiter.refill.tokens} per ${
-      Duration.format(limiter.refill.period)
-    }`
-    : `fixed window "${config.namespace}": ${limiter.limit} per ${Duration.format(limiter.window)}`
+  const policy = `${limiter.title} "${config.namespace}": ${limiter.summary}`
   const trust = typeof config.trustedProxies === "number"
     ? config.trustedProxies > 0 ? `, behind ${config.trustedProxies} trusted proxies` : ""
     : config.trustedProxies.length > 0
@@ -59,14 +53,7 @@ const describeLimiter = (config: Config): string => {
 
 /** @internal The rate limit of a configuration; throws on options the structures reject. */
 export const rateLimitOf = (config: Config) => {
-  const limiter: RateLimit.Limiter<TokenBucket.Requirements<"write"> | FixedWindow.Requirements<"write">> =
-    config.limiter.algorithm === "token-bucket"
-      ? TokenBucket.make<string>(
-        config.namespace,
-        config.limiter.capacity,
-        Rate.make(config.limiter.refill.tokens, config.limiter.refill.period)
-      )
-      : FixedWindow.make<string>(config.namespace, config.limiter.limit, config.limiter.window)
+  const limiter: RateLimit.Limiter<AnyRequirements> = config.limiter.make(config.namespace)
   const ip = ClientIp.resolve({ trustedProxies: config.trustedProxies, ipv6Prefix: config.ipv6Prefix })
   const key = config.key._tag === "ip" ? ip : Proxy.header(config.key.name, { orElse: ip })
   const onStoreFailure = config.onStoreFailure === "fallback"
@@ -148,7 +135,7 @@ export const banner = (
   const wildcard = config.host === undefined || config.host === "0.0.0.0" || config.host === "::"
   const base = `${wildcard ? "localhost" : hostForUrl(config.host!)}:${running.port}`
   const demo = config.upstream._tag === "Demo"
-  const burst = (config.limiter.algorithm === "token-bucket" ? config.limiter.capacity : config.limiter.limit) + 5
+  const burst = config.limiter.burst + 5
   // The demo upstream answers any path; /hello shows it in its reply. Another upstream gets its root.
   const path = demo ? "/hello" : "/"
   const target = parseUpstream(running.upstream)
