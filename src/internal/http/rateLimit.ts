@@ -17,6 +17,7 @@ import type * as Redis from "../../Redis.js"
 import * as clientIp from "./clientIp.js"
 import * as decision from "./decision.js"
 import * as fields from "./fields.js"
+import * as render from "./render.js"
 
 /** @internal */
 export const FallbackTypeId: RateLimit.FallbackTypeId = decision.FallbackTypeId
@@ -100,16 +101,11 @@ const decider = (options: AnyOptions) => {
   }
 }
 
-const refusal = (field: string, verdict: decision.Verdict) =>
-  HttpServerResponse.text(verdict.body ?? "", {
-    status: verdict.status,
-    contentType: decision.PROBLEM_JSON,
-    headers: {
-      "ratelimit-policy": field,
-      ...(verdict.limit === undefined ? {} : { "ratelimit": verdict.limit }),
-      ...(verdict.retryAfter === undefined ? {} : { "retry-after": String(verdict.retryAfter) })
-    }
-  })
+/** A refused verdict (429, 413, 503), as the one renderer (./render.ts) gives it. */
+const refusal = (field: string, verdict: decision.Verdict) => {
+  const { body, headers, status } = render.refusal(field, verdict)
+  return HttpServerResponse.text(body, { status, headers })
+}
 
 /** `response` with the fields appended to those it has (of other policies), and `Retry-After` if given. */
 const withFields = (
@@ -143,7 +139,7 @@ const isBadName = (u: unknown): u is Redis.InvalidInput => isInvalidInput(u) && 
 const badRequest = (error: Redis.InvalidInput) =>
   HttpServerResponse.text(
     JSON.stringify({ type: "about:blank", title: "Bad Request", status: 400, detail: error.message }),
-    { status: 400, contentType: decision.PROBLEM_JSON }
+    { status: 400, contentType: render.PROBLEM_JSON }
   )
 
 /** @internal */
