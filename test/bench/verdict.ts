@@ -21,8 +21,9 @@ import { resolve } from "node:path"
 import { median, stat } from "./measure.js"
 
 const QUICK = process.argv.includes("--quick")
-const ROUNDS = QUICK ? 3 : 7
-const CALLS = QUICK ? 10_000 : 30_000
+/** Many short rounds, alternated, so that both trees see the same load on a shared machine. */
+const ROUNDS = QUICK ? 5 : 40
+const CALLS = QUICK ? 5_000 : 5_000
 const baseArg = process.argv.indexOf("--base")
 if (baseArg < 0 || process.argv[baseArg + 1] === undefined) throw new Error("usage: verdict.ts --base DIR")
 const BASE = resolve(process.argv[baseArg + 1]!, "src")
@@ -38,7 +39,8 @@ const load = async (root: string) => ({
   RateLimit: (await import(`${root}/RateLimit.js`)) as typeof import("../../src/RateLimit.js"),
   decision: (await import(`${root}/internal/http/decision.js`)) as typeof import("../../src/internal/http/decision.js"),
   server: (await import(`${root}/internal/proxy/server.js`)) as typeof import("../../src/internal/proxy/server.js"),
-  exchange: (await import(`${root}/internal/proxy/exchange.js`)) as typeof import("../../src/internal/proxy/exchange.js"),
+  exchange:
+    (await import(`${root}/internal/proxy/exchange.js`)) as typeof import("../../src/internal/proxy/exchange.js"),
   clientIp: (await import(`${root}/internal/http/clientIp.js`)) as typeof import("../../src/internal/http/clientIp.js")
 })
 type Tree = Awaited<ReturnType<typeof load>>
@@ -116,7 +118,9 @@ const rowsOf = async (t: Tree, tag: string) => {
     for (let i = 0; i < n; i++) await runtime.runPromise(effect)
   }
   return {
-    "decide, one limiter": loop(Effect.suspend(() => one.decide("client", 1)) as Effect.Effect<unknown, unknown, never>),
+    "decide, one limiter": loop(
+      Effect.suspend(() => one.decide("client", 1)) as Effect.Effect<unknown, unknown, never>
+    ),
     "decide, two as one": loop(Effect.suspend(() => two.decide("client", 1)) as Effect.Effect<unknown, unknown, never>),
     "middleware, allowed": loop(allowed as Effect.Effect<unknown, unknown, never>),
     "middleware, remembered 429": loop(denied as Effect.Effect<unknown, unknown, never>),
