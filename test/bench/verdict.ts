@@ -58,7 +58,7 @@ const rowsOf = async (t: Tree, tag: string) => {
   const many = t.TokenBucket.make<string>(`${tag}-b`, 1e9, t.Rate.make(1e9, "1 second"))
   const window = t.FixedWindow.make<string>(`${tag}-w`, 1e9, "1 second")
   const one = t.decision.make({ limiter: many, onStoreFailure: "fail-open" })
-  const two = t.decision.make({ limiter: [many, window], onStoreFailure: "fail-open" })
+  const two = t.decision.make<unknown>({ limiter: [many, window] as const, onStoreFailure: "fail-open" })
   const request = HttpServerRequest.fromWeb(new Request("http://127.0.0.1/"))
   const allowed = Effect.provideService(
     t.RateLimit.middleware({ limiter: many, onStoreFailure: "fail-open" })(hello),
@@ -82,10 +82,10 @@ const rowsOf = async (t: Tree, tag: string) => {
   const handle = t.server.handler({
     forwarding: t.exchange.resolve({ upstream: "http://127.0.0.1:9" }),
     agents: {} as never,
-    limit: proxyLimit,
+    limit: proxyLimit as import("../../src/internal/http/decision.js").Limit<unknown>,
     key: t.clientIp.resolver(),
     maxHeaderLines: 100,
-    runtime: await runtime.runtime(),
+    runtime: (await runtime.runtime()) as import("effect/Runtime").Runtime<unknown>,
     closing: () => false
   })
   const proxyRequest = {

@@ -50,12 +50,19 @@ export interface Refusal {
 }
 
 /**
- * @internal A refused verdict (429, 413, 503) of a limit whose `RateLimit-Policy` is `field`: its problem
- * document, the fields, and for a 429 `Retry-After`.
+ * @internal The header lines of a refused verdict (429, 413, 503) of a limit whose `RateLimit-Policy` is
+ * `field`: the problem document's type, the fields, and for a 429 `Retry-After`. A new object per call.
  */
-export const refusal = (field: string, verdict: Verdict): Refusal => {
+export const refusalHeaders = (field: string, verdict: Verdict): Record<string, string> => {
   const headers: Record<string, string> = { "content-type": PROBLEM_JSON, "ratelimit-policy": field }
   if (verdict.limit !== undefined) headers["ratelimit"] = verdict.limit
   if (verdict.retryAfter !== undefined) headers["retry-after"] = String(verdict.retryAfter)
-  return { status: verdict.status, headers, body: verdict.body ?? "" }
+  return headers
 }
+
+/** @internal A refused verdict as it goes on the wire: its status, {@link refusalHeaders}, its problem document. */
+export const refusal = (field: string, verdict: Verdict): Refusal => ({
+  status: verdict.status,
+  headers: refusalHeaders(field, verdict),
+  body: verdict.body ?? ""
+})
