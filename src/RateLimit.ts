@@ -401,7 +401,7 @@ export const middleware: {
     app: HttpApp.Default<E, R>,
     options: ChooseOptions<P, CE, CR>
   ): HttpApp.Default<E | ChooseError<P> | CE | Redis.InvalidInput, R | ChooseRequirements<P> | CR>
-} = internal.dualMiddleware as never
+} = internal.dualMiddleware
 
 /**
  * `RateLimitExceeded.retryAfter`: a `Duration`, which travels as whole seconds (the `Retry-After` of the

@@ -22,7 +22,9 @@ import type * as TokenBucket from "../../TokenBucket.js"
 import * as limits from "../limits.js"
 import * as memory from "../memory.js"
 import * as denials from "./denials.js"
+import * as failure from "./failure.js"
 import * as fields from "./fields.js"
+import * as render from "./render.js"
 
 /** @internal */
 export const decisions = Metric.counter("wakuwaku_ratelimit_decisions", {
@@ -36,25 +38,26 @@ export const storeFailures = Metric.counter("wakuwaku_ratelimit_store_failures",
   incremental: true
 })
 
-const DECISIONS: ReadonlyArray<RateLimit.Decision> = [
-  "allowed",
-  "denied",
-  "unsplittable",
-  "fallback-allowed",
-  "fallback-denied",
-  "fallback-unsplittable",
-  "fail-open",
-  "fail-closed"
-]
+/**
+ * Every decision, once, keyed by {@link RateLimit.Decision}: the compiler refuses a decision missing here or
+ * one the type does not name, and {@link DECISIONS} is derived from it.
+ */
+const EVERY_DECISION: { readonly [D in RateLimit.Decision]: null } = {
+  "allowed": null,
+  "denied": null,
+  "unsplittable": null,
+  "fallback-allowed": null,
+  "fallback-denied": null,
+  "fallback-unsplittable": null,
+  "fail-open": null,
+  "fail-closed": null
+}
+
+/** @internal Every {@link RateLimit.Decision}. */
+export const DECISIONS = Object.keys(EVERY_DECISION) as ReadonlyArray<RateLimit.Decision>
 
 /** @internal */
-export const FallbackTypeId: RateLimit.FallbackTypeId = Symbol.for(
-  "wakuwaku/http/RateLimit/Fallback"
-) as RateLimit.FallbackTypeId
-
-/** @internal */
-export const isFallback = (u: unknown): u is RateLimit.Fallback =>
-  typeof u === "object" && u !== null && FallbackTypeId in u
+export const FallbackTypeId: RateLimit.FallbackTypeId = failure.FallbackTypeId
 
 /** @internal */
 export const fallback = (options: { readonly maxEntries: number }): RateLimit.Fallback => {
@@ -117,48 +120,7 @@ export interface Limit<LR> {
   readonly decide: (name: string, units: number) => Effect.Effect<Verdict, Redis.InvalidInput, LR>
 }
 
-export const PROBLEM_JSON = "application/problem+json"
-
-/**
- * @internal The problem types of the verdicts (RFC 9457), each with its one title (§3.1.3): the draft's
- * quota-exceeded, as it registers it for a 429 (§10.2.1), and our own for a cost above the quota (a 413).
- */
-export const PROBLEMS = {
-  quotaExceeded: { type: "https://iana.org/assignments/http-problem-types#quota-exceeded", title: "Quota Exceeded" },
-  costAboveQuota: { type: "tag:wakuwaku,2026:cost-above-quota", title: "Cost Above the Quota" }
-} as const
-
-/** What happens to requests while the store is down, by policy: the end of the outage's first line. */
-const MEANWHILE: Record<"fail-open" | "fail-closed" | "fallback", string> = {
-  "fail-open": "requests pass until it answers (fail-open)",
-  "fail-closed": "requests are refused with 503 until it answers (fail-closed)",
-  fallback: "the local fallback decides until it answers"
-}
-
-/** The server's or the socket's words, with the reason: `Connection: connect ECONNREFUSED 127.0.0.1:6379`. */
-const storeReason = (error: Redis.RedisError): string =>
-  `${error.reason}: ${error.cause instanceof Error ? error.cause.message : String(error.cause)}`
-
-const UNAVAILABLE = JSON.stringify({
-  type: "about:blank",
-  title: "Service Unavailable",
-  status: 503,
-  detail: "The rate limiter's store is unavailable."
-})
-
-/** @internal Checks `onStoreFailure`: one of the three, else a `TypeError`. */
-export const validPolicy = (onStoreFailure: unknown): RateLimit.OnStoreFailure => {
-  if (onStoreFailure !== "fail-open" && onStoreFailure !== "fail-closed" && !isFallback(onStoreFailure)) {
-    throw new TypeError(
-      `wakuwaku/http: onStoreFailure must be "fail-closed", "fail-open" or RateLimit.fallback(…), got ${
-        String(onStoreFailure)
-      }`
-    )
-  }
-  return onStoreFailure
-}
-
-/** A limiter made ready: its policy, its metric labels, its denial memory. */
+/** A limiter made ready: its policy, its metric labels, its denial memory, its 429 alone. */
 interface Unit {
   readonly limiter: RateLimit.Limiter<unknown>
   readonly policy: fields.Described
@@ -167,6 +129,10 @@ interface Unit {
   readonly policyLabel: MetricLabel.MetricLabel
   readonly memo: denials.Denials | undefined
   readonly count: (decision: RateLimit.Decision) => void
+  /** `[name]`: the violated policies of a 429 or a 413 of this limiter alone. */
+  readonly alone: ReadonlyArray<string>
+  /** The body of a 429 of this limiter alone. */
+  readonly deniedBody: string
 }
 
 const unit = (limiter: RateLimit.Limiter<unknown>, remember: number): Unit => {
@@ -185,8 +151,14 @@ const unit = (limiter: RateLimit.Limiter<unknown>, remember: number): Unit => {
     quoted: fields.sfString(name),
     policyLabel,
     memo: remember > 0 ? new denials.Denials(remember) : undefined,
-    count: (decision) => decisions.unsafeUpdate(1, labels[decision])
+    count: (decision) => decisions.unsafeUpdate(1, labels[decision]),
+    alone: [name],
+    deniedBody: render.deniedBody([name])
   }
+}
+
+const countAll = (units: ReadonlyArray<Unit>, decision: RateLimit.Decision): void => {
+  for (let i = 0; i < units.length; i++) units[i]!.count(decision)
 }
 
 /** A store outage as the decisions saw it: the failure that began it, and how many calls failed since. */
@@ -196,27 +168,30 @@ interface Outage {
 }
 
 /**
- * What the limits of one middleware (or proxy) share: the store-failure policy, its fallback store, and
- * the outage under way, if any (one per middleware, whichever of its limiters saw it).
+ * What the limits of one middleware (or proxy) share: the store-failure policy (normalized, ./failure.ts),
+ * its fallback's store, and the outage under way, if any (one per middleware, whichever of its limiters saw
+ * it).
  */
 interface Shared {
-  readonly onStoreFailure: RateLimit.OnStoreFailure
-  readonly mode: "fail-open" | "fail-closed" | "fallback"
+  readonly failure: failure.StoreFailure
   readonly local: Redis.Service | undefined
   readonly remember: number
   outage: Outage | undefined
 }
 
 const shared = (options: Omit<LimitOptions<unknown>, "limiter">): Shared => {
-  const onStoreFailure = validPolicy(options.onStoreFailure)
+  const policy = failure.fromOption(options.onStoreFailure)
   return {
-    onStoreFailure,
+    failure: policy,
     remember: denials.validMaxEntries(options.rememberDenials ?? 0, "wakuwaku/http: rememberDenials"),
-    mode: onStoreFailure === "fail-open" || onStoreFailure === "fail-closed" ? onStoreFailure : "fallback",
-    local: isFallback(onStoreFailure) ? memory.make(onStoreFailure.store) : undefined,
+    local: policy.fallback === undefined ? undefined : memory.make(policy.fallback.store),
     outage: undefined
   }
 }
+
+/** The server's or the socket's words, with the reason: `Connection: connect ECONNREFUSED 127.0.0.1:6379`. */
+const storeReason = (error: Redis.RedisError): string =>
+  `${error.reason}: ${error.cause instanceof Error ? error.cause.message : String(error.cause)}`
 
 /**
  * A store failure: the first of an outage is logged (a warning, with the store's reason), the rest only
@@ -228,12 +203,13 @@ const failed = (context: Shared, error: Redis.RedisError, names: string): Effect
     return Effect.void
   }
   context.outage = { first: error, failures: 1 }
+  const mode = context.failure.mode
   return Effect.logWarning(
-    `wakuwaku/http: the rate limiter's store failed (${storeReason(error)}); ${MEANWHILE[context.mode]}`
+    `wakuwaku/http: the rate limiter's store failed (${storeReason(error)}); ${failure.POLICIES[mode].meanwhile}`
   ).pipe(
     Effect.annotateLogs({
       "ratelimit.policy": names,
-      "ratelimit.onStoreFailure": context.mode,
+      "ratelimit.onStoreFailure": mode,
       "ratelimit.storeError": error.message
     })
   )
@@ -252,23 +228,10 @@ const answered = (context: Shared, names: string): Effect.Effect<void> =>
     ).pipe(
       Effect.annotateLogs({
         "ratelimit.policy": names,
-        "ratelimit.onStoreFailure": context.mode,
+        "ratelimit.onStoreFailure": context.failure.mode,
         "ratelimit.storeError": outage.first.message
       })
     )
-  })
-
-const deniedBody = (names: ReadonlyArray<string>) =>
-  JSON.stringify({ ...PROBLEMS.quotaExceeded, status: 429, "violated-policies": names })
-
-const tooLarge = (units: number, quota: number, names: ReadonlyArray<string>) =>
-  JSON.stringify({
-    ...PROBLEMS.costAboveQuota,
-    status: 413,
-    detail: `This request costs ${units} and the policy allows at most ${quota} at once: split it.`,
-    cost: units,
-    quota,
-    "violated-policies": names
   })
 
 const verdict = (
@@ -289,203 +252,235 @@ const verdict = (
   violated: fields.violated ?? []
 })
 
-/** The limit of `units` (one or more limiters), with `context`'s store-failure policy. */
-const limitOf = <LR>(units: ReadonlyArray<Unit>, context: Shared): Limit<LR> => {
-  const first = units[0]!
-  const field = units.map((u) => u.policy.field).join(", ")
-  const names = units.map((u) => u.name).join(", ")
-  const { local, onStoreFailure } = context
-  const many = units.length > 1
-  const limiters = units.map((u) => u.limiter) as unknown as ReadonlyArray<limits.AnyLimiter>
+/** Allowed by every one of `units`: the `RateLimit` item is `applied`'s, with `r` left and `t`. */
+const allowed = (units: ReadonlyArray<Unit>, applied: Unit, r: number, t: number, viaFallback: boolean): Verdict => {
+  const decision = viaFallback ? "fallback-allowed" : "allowed"
+  countAll(units, decision)
+  return verdict(decision, true, 0, applied.name, { limit: `${applied.quoted};r=${r};t=${t}`, remaining: r })
+}
 
-  /** The store failed: count it, log it if it begins an outage, and apply the policy. */
-  const onFailure = (
-    error: Redis.RedisError,
-    key: string,
-    cost: number
-  ): Effect.Effect<Verdict, Redis.InvalidInput, LR> => {
+/** A 413: a cost above the quota of each of `never`; the body names the smallest of their quotas. */
+const unsplittable = (never: ReadonlyArray<Unit>, cost: number, viaFallback: boolean): Verdict => {
+  const decision = viaFallback ? "fallback-unsplittable" : "unsplittable"
+  countAll(never, decision)
+  const violated = never.length === 1 ? never[0]!.alone : never.map((u) => u.name)
+  return verdict(decision, false, 413, never[0]!.name, {
+    body: render.tooLargeBody(cost, Math.min(...never.map((u) => u.policy.quota)), violated),
+    violated
+  })
+}
+
+/** A 429 of the policies `by`, with their retries in whole seconds: the longest names the `RateLimit` item. */
+const denied = (by: ReadonlyArray<Unit>, seconds: ReadonlyArray<number>, decision: RateLimit.Decision): Verdict => {
+  let longest = 0
+  for (let i = 1; i < by.length; i++) if (seconds[i]! > seconds[longest]!) longest = i
+  const applied = by[longest]!
+  countAll(by, decision)
+  const alone = by.length === 1
+  const violated = alone ? applied.alone : by.map((u) => u.name)
+  return verdict(decision, false, 429, applied.name, {
+    limit: `${applied.quoted};r=0;t=${seconds[longest]!}`,
+    retryAfter: seconds[longest]!,
+    body: alone ? applied.deniedBody : render.deniedBody(violated),
+    violated
+  })
+}
+
+/** One limiter's admission as a verdict; `only` is `[that limiter]`, made once. */
+const fromAdmission = (
+  only: readonly [Unit],
+  admission: TokenBucket.Admission,
+  cost: number,
+  viaFallback: boolean
+): Verdict => {
+  const u = only[0]
+  if (admission._tag === "Allowed") {
+    return allowed(only, u, admission.remaining, u.policy.effectiveWindow(admission), viaFallback)
+  }
+  if (Option.isNone(admission.retryAfter)) return unsplittable(only, cost, viaFallback)
+  return denied(only, [fields.ceilSeconds(admission.retryAfter.value)], viaFallback ? "fallback-denied" : "denied")
+}
+
+/** Several limiters' outcome as one verdict (see the module doc). */
+const fromOutcome = (
+  units: ReadonlyArray<Unit>,
+  outcome: limits.Outcome,
+  cost: number,
+  viaFallback: boolean
+): Verdict => {
+  const { admissions } = outcome
+  if (outcome.allowed) {
+    // The most restrictive: the least remaining, then the longest t, then the first.
+    let best = 0
+    let bestT = -1
+    let bestR = Infinity
+    admissions.forEach((admission, i) => {
+      const allowed = admission as fields.Allowed
+      const r = allowed.remaining
+      const t = units[i]!.policy.effectiveWindow(allowed)
+      if (r < bestR || (r === bestR && t > bestT)) [best, bestR, bestT] = [i, r, t]
+    })
+    return allowed(units, units[best]!, bestR, bestT, viaFallback)
+  }
+  const never = units.filter((_, i) => {
+    const a = admissions[i]!
+    return a._tag === "Denied" && Option.isNone(a.retryAfter)
+  })
+  if (never.length > 0) return unsplittable(never, cost, viaFallback)
+  const by: Array<Unit> = []
+  const seconds: Array<number> = []
+  admissions.forEach((admission, i) => {
+    if (admission._tag === "Allowed" || Option.isNone(admission.retryAfter)) return
+    by.push(units[i]!)
+    seconds.push(fields.ceilSeconds(admission.retryAfter.value))
+  })
+  return denied(by, seconds, viaFallback ? "fallback-denied" : "denied")
+}
+
+/**
+ * How a limit asks a store: one limiter (its admission) or several decided as one (their outcome). `judge`
+ * makes the verdict of an answer; `deniers` are the limiters an answer denied.
+ */
+interface Asking<A> {
+  readonly ask: (key: string, cost: number) => Effect.Effect<A, Redis.RedisError | Redis.InvalidInput, unknown>
+  readonly judge: (answer: A, cost: number, viaFallback: boolean) => Verdict
+  readonly deniers: (answer: A) => ReadonlyArray<Unit>
+}
+
+const one = (u: Unit): Asking<TokenBucket.Admission> => {
+  const only = [u] as const
+  return {
+    ask: (key, cost) => u.limiter.acquire(key, cost),
+    judge: (admission, cost, viaFallback) => fromAdmission(only, admission, cost, viaFallback),
+    deniers: () => only
+  }
+}
+
+const several = (units: ReadonlyArray<Unit>): Asking<limits.Outcome> => {
+  const limiters = units.map((u) => u.limiter) as unknown as ReadonlyArray<limits.AnyLimiter>
+  return {
+    ask: (key, cost) => limits.acquire(limiters, key, cost),
+    judge: (outcome, cost, viaFallback) => fromOutcome(units, outcome, cost, viaFallback),
+    deniers: (outcome) => units.filter((_, i) => outcome.admissions[i]!._tag === "Denied")
+  }
+}
+
+/**
+ * The store failed: count it, log it if it begins an outage, and apply the store-failure policy: its fixed
+ * verdict (fail-open, fail-closed), or the fallback's store asked as the store would have been.
+ */
+const onStoreFailure = <A>(asking: Asking<A>, units: ReadonlyArray<Unit>, context: Shared, names: string) => {
+  const first = units[0]!
+  const policy = failure.POLICIES[context.failure.mode]
+  const closed = verdict("fail-closed", false, 503, first.name, { body: render.UNAVAILABLE_BODY })
+  const fixed = policy.decision === undefined
+    ? undefined
+    : policy.pass
+    ? verdict(policy.decision, true, 0, first.name, {})
+    : verdict(policy.decision, false, 503, first.name, { body: render.UNAVAILABLE_BODY })
+  const refuse = Effect.sync(() => {
+    countAll(units, "fail-closed")
+    return closed
+  })
+  const local = context.local
+  return (error: Redis.RedisError, key: string, cost: number): Effect.Effect<Verdict, Redis.InvalidInput, unknown> => {
     for (const u of units) storeFailures.unsafeUpdate(1, [u.policyLabel, MetricLabel.make("reason", error.reason)])
     const logged = failed(context, error, names)
-    if (local === undefined) {
-      const decision = onStoreFailure === "fail-open" ? "fail-open" : "fail-closed"
+    if (fixed !== undefined || local === undefined) {
+      const decided = fixed ?? closed
       return Effect.zipRight(
         logged,
         Effect.sync(() => {
-          for (const u of units) u.count(decision)
-          return decision === "fail-open"
-            ? verdict("fail-open", true, 0, first.name, {})
-            : verdict("fail-closed", false, 503, first.name, { body: UNAVAILABLE })
+          countAll(units, decided.decision)
+          return decided
         })
       )
     }
-    const decided = many
-      ? Effect.map(limits.acquire(limiters, key, cost), (outcome) => fromOutcome(outcome, cost, true))
-      : Effect.map(first.limiter.acquire(key, cost), (admission) => fromAdmission(admission, cost, true))
     return Effect.zipRight(
       logged,
-      decided.pipe(
+      asking.ask(key, cost).pipe(
+        Effect.map((answer) => asking.judge(answer, cost, true)),
         Effect.provideService(Redis.Redis, local),
         // The embedded store does not fail for want of a server; if it ever does, refuse.
-        Effect.catchTag("RedisError", () =>
-          Effect.sync(() => {
-            for (const u of units) u.count("fail-closed")
-            return verdict("fail-closed", false, 503, first.name, { body: UNAVAILABLE })
-          }))
-      ) as Effect.Effect<Verdict, Redis.InvalidInput, LR>
+        Effect.catchTag("RedisError", () => refuse)
+      )
     )
   }
+}
 
-  /** One limiter's admission as a verdict. */
-  const fromAdmission = (admission: TokenBucket.Admission, cost: number, viaFallback: boolean): Verdict => {
-    if (admission._tag === "Allowed") {
-      const decision = viaFallback ? "fallback-allowed" : "allowed"
-      first.count(decision)
-      return verdict(decision, true, 0, first.name, {
-        limit: `${first.quoted};r=${admission.remaining};t=${first.policy.effectiveWindow(admission)}`,
-        remaining: admission.remaining
-      })
-    }
-    if (Option.isNone(admission.retryAfter)) {
-      const decision = viaFallback ? "fallback-unsplittable" : "unsplittable"
-      first.count(decision)
-      return verdict(decision, false, 413, first.name, {
-        body: tooLarge(cost, first.policy.quota, [first.name]),
-        violated: [first.name]
-      })
-    }
-    return denied([first], [fields.ceilSeconds(admission.retryAfter.value)], viaFallback ? "fallback-denied" : "denied")
+/**
+ * Remembers the store's denial of `key` at `cost` by the limiters `by`, as the store repeats it when asked
+ * again (`limits.check`), now that this request's own refunds have landed: only the limiters that still
+ * deny, each with the retry it gives then. A denial that another request's spend made, refunded since (a
+ * Cluster's split decision, ../limits.ts), is not kept. If the check fails, nothing is remembered.
+ */
+const remember = (by: ReadonlyArray<Unit>, key: string, cost: number): Effect.Effect<void, never, Redis.Redis> =>
+  Effect.suspend(() => {
+    const sentAt = denials.now()
+    return limits.check(by.map((u) => u.limiter) as unknown as ReadonlyArray<limits.AnyLimiter>, key, cost).pipe(
+      Effect.map((waits) => {
+        const receivedAt = denials.now()
+        waits.forEach((ms, i) => {
+          if (ms > 0) by[i]!.memo?.remember(key, cost, ms, sentAt, receivedAt)
+        })
+      }),
+      Effect.ignore
+    )
+  })
+
+/** A remembered denial of `key` at `cost` by any of `units`, decided now without the store; undefined if none. */
+const recall = (units: ReadonlyArray<Unit>, key: string, cost: number): Verdict | undefined => {
+  let by: Array<Unit> | undefined
+  let seconds: Array<number> | undefined
+  for (const u of units) {
+    const ms = u.memo?.recall(key, cost)
+    if (ms === undefined) continue
+    ;(by ??= []).push(u)
+    ;(seconds ??= []).push(Math.max(1, Math.ceil(ms / 1000)))
   }
+  return by === undefined ? undefined : denied(by, seconds!, "denied")
+}
 
-  /** A 429 of the policies `by`, with their retries in whole seconds: the longest names the `RateLimit` item. */
-  const denied = (by: ReadonlyArray<Unit>, seconds: ReadonlyArray<number>, decision: RateLimit.Decision) => {
-    let longest = 0
-    for (let i = 1; i < by.length; i++) if (seconds[i]! > seconds[longest]!) longest = i
-    const applied = by[longest]!
-    for (const u of by) u.count(decision)
-    const violated = by.length === 1 ? [applied.name] : by.map((u) => u.name)
-    return verdict(decision, false, 429, applied.name, {
-      limit: `${applied.quoted};r=0;t=${seconds[longest]!}`,
-      retryAfter: seconds[longest]!,
-      body: by.length === 1 && applied === first ? firstDenied : deniedBody(violated),
-      violated
-    })
-  }
-  const firstDenied = deniedBody([first.name])
-
-  /** Several limiters' outcome as one verdict (see the module doc). */
-  const fromOutcome = (outcome: limits.Outcome, cost: number, viaFallback: boolean): Verdict => {
-    const { admissions } = outcome
-    if (outcome.allowed) {
-      // The most restrictive: the least remaining, then the longest t, then the first.
-      let best = 0
-      let bestT = -1
-      let bestR = Infinity
-      admissions.forEach((admission, i) => {
-        const allowed = admission as fields.Allowed
-        const r = allowed.remaining
-        const t = units[i]!.policy.effectiveWindow(allowed)
-        if (r < bestR || (r === bestR && t > bestT)) [best, bestR, bestT] = [i, r, t]
-      })
-      const decision = viaFallback ? "fallback-allowed" : "allowed"
-      for (const u of units) u.count(decision)
-      return verdict(decision, true, 0, units[best]!.name, {
-        limit: `${units[best]!.quoted};r=${bestR};t=${bestT}`,
-        remaining: bestR
-      })
-    }
-    const never = units.filter((_, i) => {
-      const a = admissions[i]!
-      return a._tag === "Denied" && Option.isNone(a.retryAfter)
-    })
-    if (never.length > 0) {
-      const decision = viaFallback ? "fallback-unsplittable" : "unsplittable"
-      for (const u of never) u.count(decision)
-      const violated = never.map((u) => u.name)
-      return verdict(decision, false, 413, never[0]!.name, {
-        body: tooLarge(cost, Math.min(...never.map((u) => u.policy.quota)), violated),
-        violated
-      })
-    }
-    const by: Array<Unit> = []
-    const seconds: Array<number> = []
-    admissions.forEach((admission, i) => {
-      if (admission._tag === "Allowed" || Option.isNone(admission.retryAfter)) return
-      by.push(units[i]!)
-      seconds.push(fields.ceilSeconds(admission.retryAfter.value))
-    })
-    return denied(by, seconds, viaFallback ? "fallback-denied" : "denied")
-  }
-
-  /**
-   * Remembers the store's denial of `key` at `cost` by the limiters `by`, as the store repeats it when asked
-   * again (`limits.check`), now that this request's own refunds have landed: only the limiters that still
-   * deny, each with the retry it gives then. A denial that another request's spend made, refunded since (a
-   * Cluster's split decision, ../limits.ts), is not kept. If the check fails, nothing is remembered.
-   */
-  const remember = (by: ReadonlyArray<Unit>, key: string, cost: number): Effect.Effect<void, never, Redis.Redis> =>
-    Effect.suspend(() => {
-      const sentAt = denials.now()
-      return limits.check(by.map((u) => u.limiter) as unknown as ReadonlyArray<limits.AnyLimiter>, key, cost).pipe(
-        Effect.map((waits) => {
-          const receivedAt = denials.now()
-          waits.forEach((ms, i) => {
-            if (ms > 0) by[i]!.memo?.remember(key, cost, ms, sentAt, receivedAt)
-          })
-        }),
-        Effect.ignore
-      )
-    })
-
+/**
+ * The decision of a request: the store asked (during an outage, its answer ends it), its denial (a 429, not
+ * a 413) remembered if the memory is on, its failure given to the store-failure policy.
+ */
+const decider = <A>(asking: Asking<A>, units: ReadonlyArray<Unit>, context: Shared, names: string) => {
   const remembering = units.some((u) => u.memo !== undefined)
   const back = answered(context, names)
+  const failedOver = onStoreFailure(asking, units, context, names)
+  const settle = (answer: A, key: string, cost: number) => {
+    const decided = asking.judge(answer, cost, false)
+    return decided.decision === "denied" && remembering
+      ? Effect.as(remember(asking.deniers(answer), key, cost), decided)
+      : Effect.succeed(decided)
+  }
+  return (key: string, cost: number): Effect.Effect<Verdict, Redis.InvalidInput, unknown> =>
+    Effect.suspend(() => {
+      const asked = asking.ask(key, cost)
+      // During an outage, an answer ends it; otherwise nothing is added to the hot path.
+      return (context.outage === undefined ? asked : Effect.zipLeft(asked, back)).pipe(
+        Effect.flatMap((answer) => settle(answer, key, cost)),
+        Effect.catchTag("RedisError", (error) => failedOver(error, key, cost))
+      )
+    })
+}
 
-  /** `verdict`, once a store denial (a 429, not a 413) by the limiters `by()` is remembered, if the memory is on. */
-  const settled = (verdict: Verdict, by: () => ReadonlyArray<Unit>, key: string, cost: number) =>
-    verdict.decision === "denied" && remembering
-      ? Effect.as(remember(by(), key, cost), verdict)
-      : Effect.succeed(verdict)
-
+/** The limit of `units` (one or more limiters), with `context`'s store-failure policy. */
+const limitOf = <LR>(units: ReadonlyArray<Unit>, context: Shared): Limit<LR> => {
+  const first = units[0]!
+  const names = units.map((u) => u.name).join(", ")
+  const remembering = units.some((u) => u.memo !== undefined)
+  const decide = units.length > 1
+    ? decider(several(units), units, context, names)
+    : decider(one(first), units, context, names)
   return {
     policy: first.policy,
-    field,
+    field: units.map((u) => u.policy.field).join(", "),
     denials: first.memo,
-    recall: (key, cost) => {
-      if (!remembering) return undefined
-      let by: Array<Unit> | undefined
-      let seconds: Array<number> | undefined
-      for (const u of units) {
-        const ms = u.memo?.recall(key, cost)
-        if (ms === undefined) continue
-        ;(by ??= []).push(u)
-        ;(seconds ??= []).push(Math.max(1, Math.ceil(ms / 1000)))
-      }
-      return by === undefined ? undefined : denied(by, seconds!, "denied")
-    },
-    decide: many
-      ? (key, cost) =>
-        Effect.suspend(() => {
-          const asked = limits.acquire(limiters, key, cost)
-          // During an outage, an answer ends it; otherwise nothing is added to the hot path.
-          return (context.outage === undefined ? asked : Effect.zipLeft(asked, back)).pipe(
-            Effect.flatMap((outcome) =>
-              settled(
-                fromOutcome(outcome, cost, false),
-                () => units.filter((_, i) => outcome.admissions[i]!._tag === "Denied"),
-                key,
-                cost
-              )
-            ),
-            Effect.catchTag("RedisError", (error) => onFailure(error, key, cost))
-          ) as Effect.Effect<Verdict, Redis.InvalidInput, LR>
-        })
-      : (key, cost) =>
-        Effect.suspend(() => {
-          const asked = first.limiter.acquire(key, cost)
-          return (context.outage === undefined ? asked : Effect.zipLeft(asked, back)).pipe(
-            Effect.flatMap((admission) => settled(fromAdmission(admission, cost, false), () => [first], key, cost)),
-            Effect.catchTag("RedisError", (error) => onFailure(error, key, cost))
-          ) as Effect.Effect<Verdict, Redis.InvalidInput, LR>
-        })
+    recall: (key, cost) => remembering ? recall(units, key, cost) : undefined,
+    // The limiters need LR: what they were given as.
+    decide: decide as (name: string, units: number) => Effect.Effect<Verdict, Redis.InvalidInput, LR>
   }
 }
 

@@ -9,8 +9,8 @@ import * as Schema from "effect/Schema"
 import type * as AST from "effect/SchemaAST"
 import type * as RateLimit from "../../RateLimit.js"
 import { MAX_NAMESPACE } from "../key.js"
-import * as decision from "./decision.js"
 import * as fields from "./fields.js"
+import * as render from "./render.js"
 
 /**
  * @internal The longest `Retry-After` a limiter can ask, in seconds: a token bucket takes at most 10^17 µs to
@@ -41,7 +41,7 @@ export const PolicyName: Schema.Schema<string> = Schema.String.pipe(
   description: "A rate limit's policy: its limiter's namespace"
 })
 
-const QUOTA_EXCEEDED = decision.PROBLEMS.quotaExceeded
+const QUOTA_EXCEEDED = render.PROBLEMS.quotaExceeded
 
 /** The 429 on the wire: the problem's members, then the typed fields as extension members. */
 const Problem = Schema.Struct({
@@ -101,7 +101,7 @@ export const problemAst = <E extends Exceeded>(
   }).annotations({
     identifier: "RateLimitExceeded",
     ...HttpApiSchema.annotations({ status: 429, description: annotations.description }),
-    [HttpApiSchema.AnnotationEncoding]: { kind: "Json", contentType: decision.PROBLEM_JSON }
+    [HttpApiSchema.AnnotationEncoding]: { kind: "Json", contentType: render.PROBLEM_JSON }
   }).ast as AST.Transformation
 
 // The fields in the OpenAPI document.

@@ -17,6 +17,7 @@ import type * as Redis from "../../Redis.js"
 import * as clientIp from "./clientIp.js"
 import * as decision from "./decision.js"
 import * as fields from "./fields.js"
+import * as render from "./render.js"
 
 /** @internal */
 export const FallbackTypeId: RateLimit.FallbackTypeId = decision.FallbackTypeId
@@ -57,41 +58,63 @@ type AnyOptions =
   | RateLimit.Options<RateLimit.Limiters, unknown, unknown, unknown, unknown>
   | RateLimit.ChooseOptions<RateLimit.Choice | Effect.Effect<RateLimit.Choice, unknown, unknown>, unknown, unknown>
 
+/** @internal How a request is decided: what keying and costing fail with (`XE`), what they and limiters need (`XR`). */
+export type Decide<XE, XR> = (request: HttpServerRequest.HttpServerRequest) => Effect.Effect<Decided, XE, XR>
+
+/** @internal The options of a limit for every request, as the implementation reads them, every part's types kept. */
+export interface LimitedOptions<LR, KE, KR, CE, CR> extends RateLimit.CommonOptions<CE, CR> {
+  readonly limiter: RateLimit.Limiter<LR> | ReadonlyArray<RateLimit.Limiter<LR>>
+  readonly key?: RateLimit.Key<KE, KR> | undefined
+}
+
+/** @internal The options of a limit chosen per request, as the implementation reads them. */
+export interface ChosenOptions<PE, PR, CE, CR> extends RateLimit.CommonOptions<CE, CR> {
+  readonly choose: (
+    request: HttpServerRequest.HttpServerRequest
+  ) => RateLimit.Choice<RateLimit.Limiters<PR>> | Effect.Effect<RateLimit.Choice<RateLimit.Limiters<PR>>, PE, PR>
+}
+
+/** A name and a cost decided by `limit`: a denial remembered needs no store. */
+const decideWith = <LR>(limit: decision.Limit<LR>, name: string, units: number) => {
+  const remembered = limit.recall(name, units)
+  return remembered !== undefined
+    ? Effect.succeed<Decided>({ field: limit.field, verdict: remembered, units })
+    : Effect.map(limit.decide(name, units), (verdict): Decided => ({ field: limit.field, verdict, units }))
+}
+
 /**
- * The decision of a request, from the options (checked now: a `TypeError` or a `RangeError`): the static
- * limiter(s) and key, or what `choose` picks. Reads the request and the span from the fiber; plain keys and
- * costs need no Effect, and a denial remembered needs no store.
+ * @internal The decision of a request by the static limiter(s) and key, from options checked now (a
+ * `TypeError` or a `RangeError`). Plain keys and costs need no Effect.
  */
-const decider = (options: AnyOptions) => {
+export const limitedDecider = <LR, KE, KR, CE, CR>(
+  options: LimitedOptions<LR, KE, KR, CE, CR>
+): Decide<KE | CE | Redis.InvalidInput, LR | KR | CR> => {
   const cost = options.cost
-  const decideWith = (limit: decision.Limit<unknown>, name: string, units: number) => {
-    const remembered = limit.recall(name, units)
-    return remembered !== undefined
-      ? Effect.succeed<Decided>({ field: limit.field, verdict: remembered, units })
-      : Effect.map(limit.decide(name, units), (verdict): Decided => ({ field: limit.field, verdict, units }))
+  const limit = decision.make(options)
+  const key: RateLimit.Key<KE, KR> = options.key ?? clientIpKey()
+  return (request) => {
+    const name = key(request)
+    const units = cost === undefined ? 1 : cost(request)
+    if (!Effect.isEffect(name) && !Effect.isEffect(units)) return decideWith(limit, name, units)
+    return Effect.flatMap(
+      Effect.zip(evaluate(name), evaluate(units)),
+      ([name, units]) => decideWith(limit, name, units)
+    )
   }
+}
 
-  if (options.choose === undefined) {
-    const limit = decision.make(options as decision.LimitOptions<unknown>)
-    const key: RateLimit.Key<unknown, unknown> = options.key ?? clientIpKey()
-    return (request: HttpServerRequest.HttpServerRequest): Effect.Effect<Decided, unknown, unknown> => {
-      const name = key(request)
-      const units = cost === undefined ? 1 : cost(request)
-      if (!Effect.isEffect(name) && !Effect.isEffect(units)) return decideWith(limit, name, units)
-      return Effect.flatMap(
-        Effect.zip(evaluate(name), evaluate(units)),
-        ([name, units]) => decideWith(limit, name, units)
-      )
-    }
-  }
-
+/** @internal The decision of a request by what `choose` picks, from options checked now. */
+export const chosenDecider = <PE, PR, CE, CR>(
+  options: ChosenOptions<PE, PR, CE, CR>
+): Decide<PE | CE | Redis.InvalidInput, PR | CR> => {
+  const cost = options.cost
   const limitOf = decision.registry(options)
-  const choose = options.choose as (request: HttpServerRequest.HttpServerRequest) => unknown
+  const choose = options.choose
   if (typeof choose !== "function") {
     throw new TypeError(`wakuwaku/http: choose must be a function of the request, got ${String(choose)}`)
   }
-  return (request: HttpServerRequest.HttpServerRequest): Effect.Effect<Decided, unknown, unknown> => {
-    const chosen = choose(request) as RateLimit.Choice | Effect.Effect<RateLimit.Choice, unknown, unknown>
+  return (request) => {
+    const chosen = choose(request)
     const units = cost === undefined ? 1 : cost(request)
     return Effect.flatMap(
       Effect.zip(evaluate(chosen), evaluate(units)),
@@ -100,16 +123,17 @@ const decider = (options: AnyOptions) => {
   }
 }
 
-const refusal = (field: string, verdict: decision.Verdict) =>
-  HttpServerResponse.text(verdict.body ?? "", {
-    status: verdict.status,
-    contentType: decision.PROBLEM_JSON,
-    headers: {
-      "ratelimit-policy": field,
-      ...(verdict.limit === undefined ? {} : { "ratelimit": verdict.limit }),
-      ...(verdict.retryAfter === undefined ? {} : { "retry-after": String(verdict.retryAfter) })
-    }
-  })
+/**
+ * The decision of a request, from either kind of options (checked now). Reads the request and the span from
+ * the fiber.
+ */
+const decider = (options: AnyOptions): Decide<unknown, unknown> =>
+  options.choose === undefined ? limitedDecider(options) : chosenDecider(options)
+
+const refusal = (field: string, verdict: decision.Verdict) => {
+  const { body, headers, status } = render.refusal(field, verdict)
+  return HttpServerResponse.text(body, { status, headers })
+}
 
 /** `response` with the fields appended to those it has (of other policies), and `Retry-After` if given. */
 const withFields = (
@@ -143,13 +167,12 @@ const isBadName = (u: unknown): u is Redis.InvalidInput => isInvalidInput(u) && 
 const badRequest = (error: Redis.InvalidInput) =>
   HttpServerResponse.text(
     JSON.stringify({ type: "about:blank", title: "Bad Request", status: 400, detail: error.message }),
-    { status: 400, contentType: decision.PROBLEM_JSON }
+    { status: 400, contentType: render.PROBLEM_JSON }
   )
 
-/** @internal */
-export const middleware = (options: AnyOptions) => {
-  const decide = decider(options)
-  return <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<unknown, unknown> => {
+/** @internal The middleware of a decision: the app's errors and needs, and the decision's. */
+export const limiting =
+  <XE, XR>(decide: Decide<XE, XR>) => <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E | XE, R | XR> => {
     /** Runs the app and puts the fields on its response, or on the error response the server makes of its failure. */
     const pass = (field: string, item: string | undefined) =>
       Effect.map(
@@ -176,14 +199,71 @@ export const middleware = (options: AnyOptions) => {
       })
     })
   }
-}
 
 /**
- * @internal {@link middleware}, dual: `(app, options)`, or `(options)` giving the middleware. Not `Function.dual`,
- * whose data-last form would check the options only when applied: here they are checked when it is made.
+ * The limiters of `L` as they are read: needing what {@link RateLimit.LimiterRequirements} says they need, which
+ * is what it reads off their `acquire` (the one step the compiler cannot follow through a generic `L`).
  */
-export const dualMiddleware = (...args: [AnyOptions] | [HttpApp.Default<unknown, unknown>, AnyOptions]) =>
-  Effect.isEffect(args[0]) ? middleware(args[1]!)(args[0]) : middleware(args[0] as AnyOptions)
+const needing = <L extends RateLimit.Limiters>(limiter: L) =>
+  limiter as RateLimit.Limiters as RateLimit.Limiters<RateLimit.LimiterRequirements<L>>
+
+/** `choose` as it is read: failing with {@link RateLimit.ChooseError}, needing {@link RateLimit.ChooseRequirements}. */
+const choosing = <P extends RateLimit.Choice | Effect.Effect<RateLimit.Choice, unknown, unknown>>(
+  choose: (request: HttpServerRequest.HttpServerRequest) => P
+) => choose as ChosenOptions<RateLimit.ChooseError<P>, RateLimit.ChooseRequirements<P>, never, never>["choose"]
+
+/** @internal `RateLimit.middleware(options)` with a limiter for every request. */
+export const limited = <const L extends RateLimit.Limiters, KE = never, KR = never, CE = never, CR = never>(
+  options: RateLimit.Options<L, KE, KR, CE, CR>
+) => limiting(limitedDecider({ ...options, limiter: needing(options.limiter) }))
+
+/** @internal `RateLimit.middleware(options)` with `choose`. */
+export const chosen = <
+  P extends RateLimit.Choice | Effect.Effect<RateLimit.Choice, unknown, unknown>,
+  CE = never,
+  CR = never
+>(
+  options: RateLimit.ChooseOptions<P, CE, CR>
+) => limiting(chosenDecider({ ...options, choose: choosing(options.choose) }))
+
+/** @internal `RateLimit.middleware(app, options)` with a limiter for every request. */
+export const limitedOn = <E, R, const L extends RateLimit.Limiters, KE = never, KR = never, CE = never, CR = never>(
+  app: HttpApp.Default<E, R>,
+  options: RateLimit.Options<L, KE, KR, CE, CR>
+) => limited(options)(app)
+
+/** @internal `RateLimit.middleware(app, options)` with `choose`. */
+export const chosenOn = <
+  E,
+  R,
+  P extends RateLimit.Choice | Effect.Effect<RateLimit.Choice, unknown, unknown>,
+  CE = never,
+  CR = never
+>(
+  app: HttpApp.Default<E, R>,
+  options: RateLimit.ChooseOptions<P, CE, CR>
+) => chosen(options)(app)
+
+/**
+ * @internal `RateLimit.middleware`: `(options)` giving the middleware, or `(app, options)`, each with a limiter
+ * for every request or `choose`. Its type is the four typed forms' (an overloaded function), which the facade's
+ * declared signature must be assignable from: a drift between them is a compile error. The forms are told apart
+ * as Effect's duals are (an app is an Effect), then by `choose`. Not `Function.dual`, whose data-last form would
+ * check the options only when applied: here they are checked when it is made.
+ */
+export const dualMiddleware = (
+  (...args: [AnyOptions] | [HttpApp.Default<unknown, unknown>, AnyOptions]) =>
+    Effect.isEffect(args[0]) ? formOf(args[1]!)(args[0]) : formOf(args[0] as AnyOptions)
+) as unknown as Middleware
+
+/** The data-last form of either kind of options. */
+const formOf = (options: AnyOptions) => options.choose === undefined ? limited(options) : chosen(options)
+
+/**
+ * @internal The type of {@link dualMiddleware}: its four typed forms. The dispatch above is their one
+ * implementation, told apart at run time as the forms' parameters are.
+ */
+export type Middleware = typeof limited & typeof chosen & typeof limitedOn & typeof chosenOn
 
 /**
  * @internal The `HttpApi` middleware of `tag`: allowed, the fields go on the response (a pre-response

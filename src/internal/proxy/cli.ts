@@ -8,6 +8,7 @@ import { parseArgs, type ParseArgsConfig } from "node:util"
 import * as Wakuwaku from "../../index.js"
 import { parseText } from "../duration.js"
 import { parseCidr } from "../http/address.js"
+import * as failure from "../http/failure.js"
 import { validateNamespace } from "../key.js"
 import * as limiterKinds from "../limiter.js"
 import { parseRedisUrl } from "../url.js"
@@ -30,7 +31,7 @@ export interface Config {
   /** A Redis URL; none for the embedded store. */
   readonly redis: string | undefined
   readonly storeTimeout: Duration.Duration
-  readonly onStoreFailure: "fail-closed" | "fail-open" | "fallback"
+  readonly onStoreFailure: failure.Mode
   readonly maxEntries: number
   /** How many names' denials the proxy remembers (0: none). */
   readonly rememberDenials: number
@@ -571,10 +572,7 @@ const parseProxy = (argv: ReadonlyArray<string>, env: Readonly<Record<string, st
   }
   const storeTimeout = positiveDuration(orDefault("store-timeout"))
   const policySource = orDefault("on-store-failure")
-  const onStoreFailure = policySource.value.trim()
-  if (onStoreFailure !== "fail-closed" && onStoreFailure !== "fail-open" && onStoreFailure !== "fallback") {
-    fail(policySource, "expected fail-closed, fail-open or fallback")
-  }
+  const onStoreFailure = failure.fromFlag(policySource.value) ?? fail(policySource, failure.FLAG_EXPECTED)
   const maxEntries = integer(orDefault("max-entries"), 1, Number.MAX_SAFE_INTEGER, "expected a positive whole number")
   const rememberDenials = integer(orDefault("remember-denials"), 0, Number.MAX_SAFE_INTEGER, "expected a whole number")
 
@@ -593,7 +591,7 @@ const parseProxy = (argv: ReadonlyArray<string>, env: Readonly<Record<string, st
       namespace,
       redis,
       storeTimeout,
-      onStoreFailure: onStoreFailure as Config["onStoreFailure"],
+      onStoreFailure,
       maxEntries,
       rememberDenials
     }

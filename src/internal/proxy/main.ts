@@ -14,6 +14,7 @@ import * as ClientIp from "../../ClientIp.js"
 import * as Proxy from "../../Proxy.js"
 import * as RateLimit from "../../RateLimit.js"
 import * as Redis from "../../Redis.js"
+import * as failure from "../http/failure.js"
 import type { AnyRequirements } from "../limiter.js"
 import { acquireTolerant } from "../redis.js"
 import { mask } from "../url.js"
@@ -56,23 +57,41 @@ export const rateLimitOf = (config: Config) => {
   const limiter: RateLimit.Limiter<AnyRequirements> = config.limiter.make(config.namespace)
   const ip = ClientIp.resolve({ trustedProxies: config.trustedProxies, ipv6Prefix: config.ipv6Prefix })
   const key = config.key._tag === "ip" ? ip : Proxy.header(config.key.name, { orElse: ip })
-  const onStoreFailure = config.onStoreFailure === "fallback"
-    ? RateLimit.fallback({ maxEntries: config.maxEntries })
-    : config.onStoreFailure
+  const onStoreFailure = failure.toOption(
+    config.onStoreFailure,
+    () => RateLimit.fallback({ maxEntries: config.maxEntries })
+  )
   return { limiter, key, onStoreFailure, rememberDenials: config.rememberDenials }
 }
 
+/** How each of a table's options is made from the configuration. */
+type FromConfig<T> = { readonly [K in keyof T]-?: (config: Config) => T[K] }
+
+/**
+ * `Proxy.layer`'s options from the configuration, one row per option: an option added to `Proxy.LayerOptions`
+ * is a compile error here until it has its row. The upstream (a URL, or the demo's once it runs) and the rate
+ * limit ({@link rateLimitOf}) are given apart.
+ */
+const LAYER_OPTIONS: FromConfig<Omit<Proxy.LayerOptions<never>, "upstream" | "rateLimit">> = {
+  timeout: (config) => config.timeout,
+  trustedProxies: (config) => config.trustedProxies,
+  port: (config) => config.port,
+  host: (config) => config.host,
+  shutdownTimeout: (config) => config.shutdownTimeout,
+  // No flag: the layer's defaults.
+  maxHeaderLines: () => undefined,
+  requestTimeout: () => undefined
+}
+
+/** The options of `table`, made from `config`. */
+const fromConfig = <T>(table: FromConfig<T>, config: Config): T =>
+  Object.fromEntries(
+    Object.entries<(config: Config) => unknown>(table).map(([name, option]) => [name, option(config)])
+  ) as T
+
 /** @internal The proxy's layer; throws on options the structures or the proxy reject. */
 export const build = (config: Config, upstream: string) =>
-  Proxy.layer({
-    upstream,
-    timeout: config.timeout,
-    trustedProxies: config.trustedProxies,
-    port: config.port,
-    host: config.host,
-    shutdownTimeout: config.shutdownTimeout,
-    rateLimit: rateLimitOf(config)
-  })
+  Proxy.layer({ upstream, ...fromConfig(LAYER_OPTIONS, config), rateLimit: rateLimitOf(config) })
 
 /**
  * The store, and its line in the banner. A misconfiguration (a refused password, a URL that cannot be
@@ -96,7 +115,7 @@ const storeOf = (
   }
   const options = { url: config.redis, commandTimeout: config.storeTimeout, connectTimeout: config.storeTimeout }
   const line = `Redis at ${mask(config.redis)}, on failure: ${config.onStoreFailure}`
-  if (config.onStoreFailure === "fail-closed") {
+  if (failure.POLICIES[config.onStoreFailure].needsStoreAtStart) {
     return Effect.map(Layer.build(Redis.layer(options)), (context) => ({ layer: Layer.succeedContext(context), line }))
   }
   return Effect.map(acquireTolerant({ ...options, enableOfflineQueue: false }), ({ down, layer }) => ({

@@ -27,6 +27,7 @@ import { positive, toMillis } from "../duration.js"
 import * as clientIp from "../http/clientIp.js"
 import * as decision from "../http/decision.js"
 import { appendItem } from "../http/fields.js"
+import * as render from "../http/render.js"
 import * as dispatch from "./dispatch.js"
 import * as ProxyModule from "./errors.js"
 import * as exchange from "./exchange.js"
@@ -210,189 +211,258 @@ export interface HandlerOptions<LR> {
   readonly closing: () => boolean
 }
 
-/** @internal The request handler of `Proxy.layer`. */
-export const handler = <LR>(options: HandlerOptions<LR>) => {
+/** What the parts of a handler share: its options, resolved once per server. */
+interface Handling<LR> {
+  readonly forwarding: exchange.Resolved
+  readonly upstream: exchange.Resolved["upstream"]
+  /** node:http's agent of the upstream's protocol, for what undici will not send. */
+  readonly agent: Http.Agent | Https.Agent
+  readonly pool: Pool
+  readonly limit: decision.Limit<LR> | undefined
+  /** The limit's `RateLimit-Policy`, if there is a limit. */
+  readonly policyField: string | undefined
+  readonly key: Proxy.Key
+  readonly maxHeaderLines: number
+  readonly runCallback: ReturnType<typeof Runtime.runCallback<LR>>
+  readonly runFork: ReturnType<typeof Runtime.runFork<LR>>
+  readonly closing: () => boolean
+}
+
+const handling = <LR>(options: HandlerOptions<LR>): Handling<LR> => {
   const { forwarding, key, limit, maxHeaderLines, runtime } = options
   const { upstream } = forwarding
-  const agent = upstream.protocol === "https:" ? options.agents.https : options.agents.http
-  const pool = options.agents.pool
-  const runCallback = Runtime.runCallback(runtime)
-  const runFork = Runtime.runFork(runtime)
-  const policyField = limit?.policy.field
-  const warn = (request: Http.IncomingMessage, message: string, annotations: Record<string, unknown>) =>
-    runFork(
-      Effect.logWarning(`proxy: ${request.method} ${request.url}: ${message}`).pipe(Effect.annotateLogs(annotations))
-    )
-
-  /** A refusal of the limit (429, 413, 503): the middleware's body and fields, the proxy's `Proxy-Status`. */
-  const refuse = (request: Http.IncomingMessage, response: Http.ServerResponse, verdict: decision.Verdict) => {
-    const headers: Record<string, string> = {
-      "content-type": decision.PROBLEM_JSON,
-      "ratelimit-policy": policyField!,
-      "proxy-status": exchange.generatedStatus(
-        verdict.status === 429 ? exchange.RATE_LIMITED : "proxy_internal_response"
-      )
-    }
-    if (verdict.limit !== undefined) headers["ratelimit"] = verdict.limit
-    if (verdict.retryAfter !== undefined) headers["retry-after"] = String(verdict.retryAfter)
-    answer(request, response, verdict.status, headers, verdict.body ?? "")
+  return {
+    forwarding,
+    upstream,
+    agent: upstream.protocol === "https:" ? options.agents.https : options.agents.http,
+    pool: options.agents.pool,
+    limit,
+    policyField: limit?.policy.field,
+    key,
+    maxHeaderLines,
+    runCallback: Runtime.runCallback(runtime),
+    runFork: Runtime.runFork(runtime),
+    closing: options.closing
   }
+}
 
-  /** The upstream failed, or gave no head in time: the proxy's own 502 or 504, with the limit's fields. */
-  const failed = (
-    request: Http.IncomingMessage,
-    response: Http.ServerResponse,
-    fields: decision.Verdict | undefined,
-    error: Proxy.ProxyError
-  ) => {
-    const { body, proxyStatus, status } = exchange.failure(error)
-    warn(request, exchange.STATUS[error.reason].text, { reason: error.reason, cause: String(error.cause) })
-    if (response.headersSent) return void response.destroy()
-    const headers: Record<string, string> = {
-      "content-type": "text/plain",
-      "proxy-status": proxyStatus,
-      "cache-control": "no-store"
-    }
-    if (policyField !== undefined) headers["ratelimit-policy"] = policyField
-    if (fields?.limit !== undefined) headers["ratelimit"] = fields.limit
-    answer(request, response, status, headers, body)
+/** Logs a warning about `request` on the handler's runtime. */
+const warn = <LR>(
+  h: Handling<LR>,
+  request: Http.IncomingMessage,
+  message: string,
+  annotations: Record<string, unknown>
+): void => {
+  h.runFork(
+    Effect.logWarning(`proxy: ${request.method} ${request.url}: ${message}`).pipe(Effect.annotateLogs(annotations))
+  )
+}
+
+/** `Proxy-Status` of the proxy's refusals: a 429's, the others' (413, 503). */
+const REFUSED_STATUS = {
+  tooMany: exchange.generatedStatus(exchange.RATE_LIMITED),
+  other: exchange.generatedStatus("proxy_internal_response")
+}
+
+/** A refusal of the limit (429, 413, 503): the one rendering (../http/render.ts), the proxy's `Proxy-Status`. */
+const refuse = <LR>(
+  h: Handling<LR>,
+  request: Http.IncomingMessage,
+  response: Http.ServerResponse,
+  verdict: decision.Verdict
+): void => {
+  // The parts of `render.refusal`, with no object around them: a flood of remembered 429s is a hot path too.
+  const headers = render.refusalHeaders(h.policyField!, verdict)
+  headers["proxy-status"] = verdict.status === 429 ? REFUSED_STATUS.tooMany : REFUSED_STATUS.other
+  answer(request, response, verdict.status, headers, verdict.body ?? "")
+}
+
+/** The upstream failed, or gave no head in time: the proxy's own 502 or 504, with the limit's fields. */
+const upstreamFailed = <LR>(
+  h: Handling<LR>,
+  request: Http.IncomingMessage,
+  response: Http.ServerResponse,
+  fields: decision.Verdict | undefined,
+  error: Proxy.ProxyError
+): void => {
+  const { body, proxyStatus, status } = exchange.failure(error)
+  warn(h, request, exchange.STATUS[error.reason].text, { reason: error.reason, cause: String(error.cause) })
+  if (response.headersSent) return void response.destroy()
+  const headers: Record<string, string> = {
+    "content-type": "text/plain",
+    "proxy-status": proxyStatus,
+    "cache-control": "no-store"
   }
+  if (h.policyField !== undefined) headers["ratelimit-policy"] = h.policyField
+  if (fields?.limit !== undefined) headers["ratelimit"] = fields.limit
+  answer(request, response, status, headers, body)
+}
 
-  /**
-   * Writes the client's head from the upstream's: end-to-end headers, the limit's fields after the upstream's
-   * own (an intermediary must not make the policy look more permissive, draft §7.2), `Proxy-Status`.
-   */
-  const writeHead = (
-    response: Http.ServerResponse,
-    fields: decision.Verdict | undefined,
-    status: number,
-    upstreamHeaders: Readonly<Record<string, string | Array<string> | undefined>>
-  ) => {
-    const head = exchange.responseHead(status, upstreamHeaders)
-    if (policyField !== undefined) {
-      const headers = head.headers
-      headers["ratelimit-policy"] = appendItem(joined(headers["ratelimit-policy"]), policyField)
-      if (fields?.limit !== undefined) headers["ratelimit"] = appendItem(joined(headers["ratelimit"]), fields.limit)
-    }
-    if (options.closing()) head.headers["connection"] = "close"
-    response.writeHead(head.status, head.headers)
-    // A close-delimited body (its final coding not chunked) goes as it came, even when a coding named chunked
-    // comes before the final one (which Node's header check would take for its own chunked framing).
-    if (head.closeDelimited) response.chunkedEncoding = false
+/**
+ * Writes the client's head from the upstream's: end-to-end headers, the limit's fields after the upstream's
+ * own (an intermediary must not make the policy look more permissive, draft §7.2), `Proxy-Status`.
+ */
+const writeHead = <LR>(
+  h: Handling<LR>,
+  response: Http.ServerResponse,
+  fields: decision.Verdict | undefined,
+  status: number,
+  upstreamHeaders: Readonly<Record<string, string | Array<string> | undefined>>
+): void => {
+  const head = exchange.responseHead(status, upstreamHeaders)
+  if (h.policyField !== undefined) {
+    const headers = head.headers
+    headers["ratelimit-policy"] = appendItem(joined(headers["ratelimit-policy"]), h.policyField)
+    if (fields?.limit !== undefined) headers["ratelimit"] = appendItem(joined(headers["ratelimit"]), fields.limit)
   }
+  if (h.closing()) head.headers["connection"] = "close"
+  response.writeHead(head.status, head.headers)
+  // A close-delimited body (its final coding not chunked) goes as it came, even when a coding named chunked
+  // comes before the final one (which Node's header check would take for its own chunked framing).
+  if (head.closeDelimited) response.chunkedEncoding = false
+}
 
-  const forward = (
-    request: Http.IncomingMessage,
-    response: Http.ServerResponse,
-    path: string,
-    fields: decision.Verdict | undefined
-  ) => {
-    const withBody = exchange.hasBody(request.headers)
-    const viaUndici = dispatch.dispatchable(path, request.headers["transfer-encoding"])
-    // Over undici no Transfer-Encoding is written: it frames a body of unknown length `chunked` itself.
-    const headers = exchange.requestHeaders(
-      request.headers,
-      request.socket.remoteAddress,
-      withBody && !viaUndici,
-      forwarding
-    )
-    if (/^100-continue$/i.test(request.headers["expect"] ?? "")) response.writeContinue()
-    let finished = false
-    const fail = (error: Proxy.ProxyError) => {
-      if (!finished) failed(request, response, fields, error)
-    }
-    const abort = viaUndici
-      ? dispatch.exchange(pool, request, withBody, { method: request.method!, path, headers }, response, forwarding, {
-        head: (status, upstreamHeaders) => {
-          if (!finished) writeHead(response, fields, status, upstreamHeaders)
-        },
-        fail
-      })
-      : exchange.exchange(
-        request,
-        withBody,
-        {
-          protocol: upstream.protocol,
-          hostname: upstream.hostname,
-          port: upstream.port,
-          method: request.method,
-          path,
-          headers,
-          agent
-        },
-        forwarding,
-        (settled) => {
-          if (settled._tag === "Failure") return fail(settled.error)
-          if (finished) return
-          const upstreamResponse = settled.response
-          // A body cut short by the upstream reaches the client cut short: its connection is dropped, not ended.
-          upstreamResponse.once("error", () => {
-            if (!response.writableFinished) response.destroy()
-          })
-          const status = upstreamResponse.statusCode ?? 502
-          writeHead(response, fields, status, upstreamResponse.headers)
-          if (request.method === "HEAD" || status === 204 || status === 304) {
-            upstreamResponse.resume()
-            response.end()
-          } else {
-            upstreamResponse.pipe(response)
-          }
-        }
-      )
-    response.once("close", () => {
-      finished = true
-      // The client went away before the whole response: abort the upstream request, or release its connection.
-      if (!response.writableFinished) abort()
+/**
+ * Forwards `request` to the upstream (over undici, else node:http) with the limit's fields on the response.
+ * One function, its state one closure's (as the handler's closure was): an allowed request allocates nothing
+ * more for it than before the handler was split.
+ */
+const forward = <LR>(
+  h: Handling<LR>,
+  request: Http.IncomingMessage,
+  response: Http.ServerResponse,
+  path: string,
+  fields: decision.Verdict | undefined
+): void => {
+  const withBody = exchange.hasBody(request.headers)
+  const viaUndici = dispatch.dispatchable(path, request.headers["transfer-encoding"])
+  // Over undici no Transfer-Encoding is written: it frames a body of unknown length `chunked` itself.
+  const headers = exchange.requestHeaders(
+    request.headers,
+    request.socket.remoteAddress,
+    withBody && !viaUndici,
+    h.forwarding
+  )
+  if (/^100-continue$/i.test(request.headers["expect"] ?? "")) response.writeContinue()
+  let finished = false
+  const fail = (error: Proxy.ProxyError) => {
+    if (!finished) upstreamFailed(h, request, response, fields, error)
+  }
+  const { upstream } = h
+  const abort = viaUndici
+    ? dispatch.exchange(h.pool, request, withBody, { method: request.method!, path, headers }, response, h.forwarding, {
+      head: (status, upstreamHeaders) => {
+        if (!finished) writeHead(h, response, fields, status, upstreamHeaders)
+      },
+      fail
     })
-  }
-
-  return (request: Http.IncomingMessage, response: Http.ServerResponse): void => {
-    if (tooManyLines(request, maxHeaderLines)) return refuseLines(request, response, maxHeaderLines)
-    if (malformed(request)) return refuseMalformed(request, response)
-    const path = upstreamPath(upstream, request.url ?? "/", request.method)
-    if (path === undefined) {
-      return answer(
-        request,
-        response,
-        400,
-        { "content-type": "text/plain", "proxy-status": exchange.generatedStatus("http_request_error") },
-        "400 the request target cannot be forwarded\n"
-      )
-    }
-    if (limit === undefined) return forward(request, response, path, undefined)
-    // Only `set-cookie` is an array in a request's headers, and no key reads it.
-    const headers = request.headers as Readonly<Record<string, string | undefined>>
-    const name = key({ remoteAddress: request.socket.remoteAddress, headers })
-    const remembered = limit.recall(name, 1)
-    if (remembered !== undefined) return refuse(request, response, remembered)
-    runCallback(limit.decide(name, 1) as Effect.Effect<decision.Verdict, Redis.InvalidInput, LR>, {
-      onExit: (exit) => {
-        if (response.destroyed) return
-        if (Exit.isSuccess(exit)) {
-          const verdict = exit.value
-          return verdict.pass ? forward(request, response, path, verdict) : refuse(request, response, verdict)
+    : exchange.exchange(
+      request,
+      withBody,
+      {
+        protocol: upstream.protocol,
+        hostname: upstream.hostname,
+        port: upstream.port,
+        method: request.method,
+        path,
+        headers,
+        agent: h.agent
+      },
+      h.forwarding,
+      (settled) => {
+        if (settled._tag === "Failure") return fail(settled.error)
+        if (finished) return
+        const upstreamResponse = settled.response
+        // A body cut short by the upstream reaches the client cut short: its connection is dropped, not ended.
+        upstreamResponse.once("error", () => {
+          if (!response.writableFinished) response.destroy()
+        })
+        const status = upstreamResponse.statusCode ?? 502
+        writeHead(h, response, fields, status, upstreamResponse.headers)
+        if (request.method === "HEAD" || status === 204 || status === 304) {
+          upstreamResponse.resume()
+          response.end()
+        } else {
+          upstreamResponse.pipe(response)
         }
-        // A name the store will not take (a key over 4096 bytes, from a header): 400; a defect: 500.
-        const invalid = Cause.failureOption(exit.cause)
-        warn(request, "the rate limit could not decide", { cause: Cause.pretty(exit.cause) })
-        return Option.isSome(invalid)
-          ? answer(
-            request,
-            response,
-            400,
-            { "content-type": "text/plain", "proxy-status": exchange.generatedStatus("http_request_error") },
-            `400 ${invalid.value.message}\n`
-          )
-          : answer(
-            request,
-            response,
-            500,
-            { "content-type": "text/plain", "proxy-status": exchange.generatedStatus("proxy_internal_error") },
-            "500 the rate limit could not decide\n"
-          )
       }
-    })
+    )
+  response.once("close", () => {
+    finished = true
+    // The client went away before the whole response: abort the upstream request, or release its connection.
+    if (!response.writableFinished) abort()
+  })
+}
+
+/** A plain-text answer of the proxy's own (`Proxy-Status` of `type`), to a request it will not forward. */
+const plain = (
+  request: Http.IncomingMessage,
+  response: Http.ServerResponse,
+  status: number,
+  type: string,
+  text: string
+): void =>
+  answer(
+    request,
+    response,
+    status,
+    { "content-type": "text/plain", "proxy-status": exchange.generatedStatus(type) },
+    text
+  )
+
+/** The limit could not decide: a name the store will not take (a key over 4096 bytes, from a header): 400; else 500. */
+const undecided = <LR>(
+  h: Handling<LR>,
+  request: Http.IncomingMessage,
+  response: Http.ServerResponse,
+  cause: Cause.Cause<Redis.InvalidInput>
+): void => {
+  const invalid = Cause.failureOption(cause)
+  warn(h, request, "the rate limit could not decide", { cause: Cause.pretty(cause) })
+  return Option.isSome(invalid)
+    ? plain(request, response, 400, "http_request_error", `400 ${invalid.value.message}\n`)
+    : plain(request, response, 500, "proxy_internal_error", "500 the rate limit could not decide\n")
+}
+
+/** Keys the request and asks the limit (a remembered denial at once, else the store), then forwards or refuses. */
+const limited = <LR>(
+  h: Handling<LR>,
+  limit: decision.Limit<LR>,
+  request: Http.IncomingMessage,
+  response: Http.ServerResponse,
+  path: string
+): void => {
+  // Only `set-cookie` is an array in a request's headers, and no key reads it.
+  const headers = request.headers as Readonly<Record<string, string | undefined>>
+  const name = h.key({ remoteAddress: request.socket.remoteAddress, headers })
+  const remembered = limit.recall(name, 1)
+  if (remembered !== undefined) return refuse(h, request, response, remembered)
+  h.runCallback(limit.decide(name, 1), {
+    onExit: (exit) => {
+      if (response.destroyed) return
+      if (Exit.isFailure(exit)) return undecided(h, request, response, exit.cause)
+      const verdict = exit.value
+      return verdict.pass ? forward(h, request, response, path, verdict) : refuse(h, request, response, verdict)
+    }
+  })
+}
+
+/** Handles one request: refuses what cannot be forwarded, then forwards it, through the limit if there is one. */
+const handle = <LR>(h: Handling<LR>, request: Http.IncomingMessage, response: Http.ServerResponse): void => {
+  if (tooManyLines(request, h.maxHeaderLines)) return refuseLines(request, response, h.maxHeaderLines)
+  if (malformed(request)) return refuseMalformed(request, response)
+  const path = upstreamPath(h.upstream, request.url ?? "/", request.method)
+  if (path === undefined) {
+    return plain(request, response, 400, "http_request_error", "400 the request target cannot be forwarded\n")
   }
+  if (h.limit === undefined) return forward(h, request, response, path, undefined)
+  limited(h, h.limit, request, response, path)
+}
+
+/** @internal The request handler of `Proxy.layer`. */
+export const handler = <LR>(options: HandlerOptions<LR>) => {
+  const h = handling(options)
+  return (request: Http.IncomingMessage, response: Http.ServerResponse): void => handle(h, request, response)
 }
 
 /** @internal Stops accepting, closes idle connections as in-flight responses finish, after `grace` drops the rest. */
