@@ -8,7 +8,12 @@ import tseslint from "typescript-eslint"
 export default tseslint.config(
   { ignores: ["**/dist/**", "**/node_modules/**", "**/*.md", ".tmp/**"] },
   eslint.configs.recommended,
-  tseslint.configs.recommended,
+  tseslint.configs.recommendedTypeChecked,
+  {
+    // Type-aware rules (a floating or misused promise, an unsafe `any`) read the one program of tsconfig.json.
+    languageOptions: { parserOptions: { project: ["./tsconfig.json"], tsconfigRootDir: import.meta.dirname } }
+  },
+  { files: ["**/*.mjs"], extends: [tseslint.configs.disableTypeChecked] },
   ...effectEslint.configs.dprint,
   {
     files: ["**/*.ts", "**/*.mjs"],
@@ -34,11 +39,28 @@ export default tseslint.config(
         ignoreRegExpLiterals: true
       }],
       "@typescript-eslint/no-explicit-any": "error",
+      // It calls needed assertions unnecessary: one that keeps a readonly list from `Array.isArray`'s `any[]`,
+      // or a symbol's `unique symbol` type, and its fix then fails to compile.
+      "@typescript-eslint/no-unnecessary-type-assertion": "off",
       "@typescript-eslint/no-unused-vars": ["error", { argsIgnorePattern: "^_", varsIgnorePattern: "^_" }],
       "@typescript-eslint/no-namespace": "off",
       "@typescript-eslint/no-empty-object-type": "off"
     }
   },
-  // Type tests declare values to inspect their types only.
-  { files: ["**/*.test-d.ts"], rules: { "@typescript-eslint/no-unused-vars": "off" } }
+  // Tests read JSON (child processes' lines, response bodies, package.json) as `any` and assert on it.
+  {
+    files: ["test/**/*.ts"],
+    rules: {
+      "@typescript-eslint/no-unsafe-assignment": "off",
+      "@typescript-eslint/no-unsafe-member-access": "off",
+      "@typescript-eslint/no-unsafe-argument": "off",
+      "@typescript-eslint/no-unsafe-return": "off",
+      "@typescript-eslint/no-unsafe-call": "off"
+    }
+  },
+  // Type tests declare values to inspect their types only, and never run: a program they build is not awaited.
+  {
+    files: ["**/*.test-d.ts"],
+    rules: { "@typescript-eslint/no-unused-vars": "off", "@typescript-eslint/no-floating-promises": "off" }
+  }
 )

@@ -81,7 +81,7 @@ export interface Input {
  * @since 0.1.0
  * @category constants
  */
-export const UNKNOWN: "unknown" = internal.UNKNOWN as "unknown"
+export const UNKNOWN: "unknown" = internal.UNKNOWN
 
 /**
  * The key of one address: IPv4 as a dotted quad, IPv6 as its prefix network (`2001:db8::/56`);

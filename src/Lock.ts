@@ -131,6 +131,8 @@ export type LockToken = Token<Requirements>
  */
 export interface Lock<in Name extends Redis.KeyName> {
   readonly [TypeId]: TypeId
+  /** A one-line description for logs. */
+  toString(): string
   readonly namespace: string
   /** The lease. */
   readonly ttl: Duration.Duration

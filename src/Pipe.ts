@@ -158,6 +158,8 @@ export type ReceiveError = Redis.RedisError | Redis.InvalidInput | MessageError 
  */
 export interface Pipe<in Name extends Redis.KeyName, A> {
   readonly [TypeId]: TypeId
+  /** A one-line description for logs. */
+  toString(): string
   readonly namespace: string
   /** How long a message waits for the receiver, and how long the receiver waits for a message. */
   readonly ttl: Duration.Duration

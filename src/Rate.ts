@@ -26,6 +26,8 @@ import { positive } from "./internal/duration.js"
  */
 export interface Rate {
   readonly [TypeId]: TypeId
+  /** Such as `5 per 1 minute`. */
+  toString(): string
   /** Tokens added per period: a positive safe integer. */
   readonly tokens: number
   /** The period. */
@@ -149,7 +151,7 @@ const unsafeMake = (tokens: number, input: Duration.DurationInput): Rate => {
 export const make = <const N extends number, const P extends Duration.DurationInput>(
   tokens: ValidTokens<N>,
   period: ValidPeriod<P>
-): Rate => unsafeMake(tokens as number, period as Duration.DurationInput)
+): Rate => unsafeMake(tokens as number, period)
 
 /**
  * `n` tokens every second.

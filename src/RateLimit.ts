@@ -479,9 +479,10 @@ export class RateLimitExceeded
     // The class's schema, as `Schema`, `HttpApi` and `OpenApi` read it (its `ast`): the problem document, which
     // carries no `_tag` (RFC 9457 §4: an extension member's name starts with a letter), to the error and back.
     // The base class's `ast` (the fields' struct to the instance) gives the instances.
-    let base: object = Object.getPrototypeOf(this)
-    while (!Object.hasOwn(base, "ast")) base = Object.getPrototypeOf(base)
-    const own = Object.getOwnPropertyDescriptor(base, "ast")!.get!
+    let base = Object.getPrototypeOf(this) as object
+    while (!Object.hasOwn(base, "ast")) base = Object.getPrototypeOf(base) as object
+    const descriptor: { readonly get?: (this: unknown) => AST.AST } = Object.getOwnPropertyDescriptor(base, "ast")!
+    const own = descriptor.get!
     let ast: AST.Transformation | undefined
     Object.defineProperty(this, "ast", {
       get: () =>

@@ -120,6 +120,8 @@ export type WriteToken = Lock.Token<Requirements>
  */
 export interface RwLock<in Name extends Redis.KeyName> {
   readonly [TypeId]: TypeId
+  /** A one-line description for logs. */
+  toString(): string
   readonly namespace: string
   /** The lease of each reader and of the writer. */
   readonly ttl: Duration.Duration

@@ -123,6 +123,8 @@ export interface Permit extends Lock.Token<Requirements> {
  */
 export interface Semaphore<in Name extends Redis.KeyName> {
   readonly [TypeId]: TypeId
+  /** A one-line description for logs. */
+  toString(): string
   readonly namespace: string
   /** How many permits each name has. */
   readonly permits: number

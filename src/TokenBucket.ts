@@ -200,6 +200,8 @@ export interface TokenBucket<in Name extends Redis.KeyName> {
   readonly [TypeId]: TypeId
   /** What it says of itself, as every limiter does: its kind and its policy (`Limiter.Description`). */
   readonly [Limiter.TypeId]: Limiter.Description
+  /** A one-line description for logs. */
+  toString(): string
   /** Keeps this limiter's keys apart from every other's. */
   readonly namespace: string
   /** The most tokens a bucket holds: the burst. */

@@ -18,7 +18,7 @@
  * Seeded: WAKUWAKU_SEED, else a random seed; a failure prints it (fast-check's "seed" and "path").
  * Runs per property: WAKUWAKU_BAD_RUNS, else 100.
  */
-import { Duration, Effect, Exit, Layer, type ManagedRuntime, Option, Schema, Stream } from "effect"
+import { Duration, Effect, Exit, type ManagedRuntime, Option, Schema, Stream } from "effect"
 import * as Runtime from "effect/ManagedRuntime"
 import fc from "fast-check"
 import { afterAll, describe, expect, it } from "vitest"
@@ -46,7 +46,7 @@ const PIPE = Pipe.make<Redis.KeyName, typeof Msg.Type>(ns("pipe"), Msg, "1 secon
 const store = Redis.makeMemoryStore()
 const runtimes = {
   Redis: Runtime.make(RedisLive),
-  memory: Runtime.make(Redis.layerMemory({ store }) as Layer.Layer<Redis.ReadWrite, Redis.RedisError>)
+  memory: Runtime.make(Redis.layerMemory({ store }))
 } satisfies Record<string, ManagedRuntime.ManagedRuntime<Redis.ReadWrite, Redis.RedisError>>
 afterAll(() => Promise.all(Object.values(runtimes).map((runtime) => runtime.dispose())))
 

@@ -194,11 +194,11 @@ const layerOf = Capability.layer as (grant: {
 const build = (c: Composition): Grant => {
   switch (c._tag) {
     case "Grant":
-      return layerOf({ read: entitiesOf(c.read), write: entitiesOf(c.write) }) as Grant
+      return layerOf({ read: entitiesOf(c.read), write: entitiesOf(c.write) })
     case "ReadOnly":
-      return Capability.ReadOnly as Layer.Layer<unknown> as Grant
+      return Capability.ReadOnly
     case "ReadWrite":
-      return Capability.ReadWrite as Layer.Layer<unknown> as Grant
+      return Capability.ReadWrite
     case "Merge":
       return Layer.merge(build(c.left), build(c.right))
     case "MergeAll":

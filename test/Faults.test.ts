@@ -5,7 +5,7 @@
  * says afterwards.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Chunk, Effect, Exit, Fiber, Layer, Schema, Stream } from "effect"
+import { Cause, Chunk, Effect, Exit, Fiber, Layer, Schema, Stream } from "effect"
 import { Redis as IORedis } from "ioredis"
 import { createServer, Socket } from "node:net"
 import { Pipe, Rate, Redis, TokenBucket } from "wakuwaku"
@@ -30,7 +30,7 @@ const recovered = <A, E, R>(effect: Effect.Effect<A, E, R>, ms: number) =>
       const exit = yield* Effect.exit(effect)
       if (Exit.isSuccess(exit)) return { value: exit.value, after: performance.now() - started }
       if (performance.now() - started > ms) {
-        return yield* Effect.die(new Error(`no recovery within ${ms} ms: ${exit.cause}`))
+        return yield* Effect.die(new Error(`no recovery within ${ms} ms: ${Cause.pretty(exit.cause)}`))
       }
       yield* Effect.sleep("20 millis")
     }

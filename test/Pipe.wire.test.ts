@@ -10,7 +10,7 @@
  * whose equivalence is reference equality, equal as JSON values (`===` on numbers, so -0 equals 0,
  * which is the one change JSON makes that `send` lets through).
  */
-import { Chunk, Effect, Either, Equivalence, Layer, type ManagedRuntime, Schema, Stream } from "effect"
+import { Chunk, Effect, Either, Equivalence, type ManagedRuntime, Schema, Stream } from "effect"
 import * as Runtime from "effect/ManagedRuntime"
 import fc from "fast-check"
 import { afterAll, describe, expect, it } from "vitest"
@@ -83,7 +83,7 @@ const cases: ReadonlyArray<Case<unknown>> = [
         at: date
       },
       { requiredKeys: ["id", "tags", "at"] }
-    ) as fc.Arbitrary<Order>,
+    ),
     equal: Schema.equivalence(Order)
   }),
   make<Frame>({
@@ -108,7 +108,7 @@ const cases: ReadonlyArray<Case<unknown>> = [
 
 const runtimes: Record<"Redis" | "memory", ManagedRuntime.ManagedRuntime<Redis.ReadWrite, Redis.RedisError>> = {
   Redis: Runtime.make(RedisLive),
-  memory: Runtime.make(Redis.layerMemory() as Layer.Layer<Redis.ReadWrite, Redis.RedisError>)
+  memory: Runtime.make(Redis.layerMemory())
 }
 afterAll(() => Promise.all(Object.values(runtimes).map((runtime) => runtime.dispose())))
 

@@ -52,7 +52,7 @@ describe("RedisServer", () => {
            Effect.zipRight(Effect.sync(() => console.log(s.pid)), Effect.never))))`
       ], { stdio: ["ignore", "pipe", "inherit"] })
       const pid = yield* Effect.async<number>((resume) => {
-        createInterface({ input: child.stdout! }).once("line", (line) => resume(Effect.succeed(Number(line))))
+        createInterface({ input: child.stdout }).once("line", (line) => resume(Effect.succeed(Number(line))))
       })
       expect(alive(pid)).toBe(true)
       child.kill("SIGKILL")

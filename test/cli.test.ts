@@ -518,12 +518,13 @@ describe("running", () => {
         detached: true
       })
       const exited = outcome(child)
-      cleanups.push(async () => {
+      cleanups.push(() => {
         try {
           process.kill(-child.pid!, "SIGKILL")
         } catch {
           // Already gone.
         }
+        return Promise.resolve()
       })
       const port = await new Promise<number>((resolve, reject) => {
         let seen = ""

@@ -183,7 +183,7 @@ const nearSnapshot = (redis: unknown, memory: unknown, tolerance: number): boole
 
 /** Ops are plain objects, never null-prototype ones, so that counterexamples print as plain JSON. */
 const record = <T>(model: { [K in keyof T]: fc.Arbitrary<T[K]> }): fc.Arbitrary<T> =>
-  fc.record(model, { noNullPrototype: true }) as fc.Arbitrary<T>
+  fc.record(model, { noNullPrototype: true })
 
 const NAMES = ["a", "b", "c"] as const
 const name = fc.constantFrom(...NAMES)

@@ -37,7 +37,7 @@ export const store = Layer.unwrapScoped(
 )
 
 const program = Effect.gen(function*() {
-  yield* Console.log(`limiter ${LOGINS}`)
+  yield* Console.log(`limiter ${String(LOGINS)}`)
   for (let attempt = 1; attempt <= 21; attempt++) {
     const admission = yield* LOGINS.acquire(address, 1)
     yield* Console.log(

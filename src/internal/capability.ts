@@ -40,7 +40,7 @@ export const layer = <Granted>(read: Capability.Entities, write: Capability.Enti
   for (const [key, grant] of [...entries("read", read), ...entries("write", write)]) {
     context = Context.add(context, tagOf(key), grant)
   }
-  return Layer.succeedContext(context) as Layer.Layer<unknown> as Layer.Layer<Granted>
+  return Layer.succeedContext(context as Context.Context<Granted>)
 }
 
 /** @internal Whether `context` grants `verb` of `kind`: the kind's entry, or the entry for every kind. */

@@ -116,7 +116,7 @@ export const timedOut = (ms: number, last: (() => unknown) | undefined): Error =
  */
 export const watch = (client: EventEmitter & { readonly status: string }): () => unknown => {
   let last: unknown
-  client.on("error", (error) => (last = error))
+  client.on("error", (error: unknown) => (last = error))
   // ioredis emits its events on the next tick: a connection it reconnects was lost, not closed by its owner.
   client.on("close", () => (last ??= client.status === "reconnecting" ? new Error(LOST) : undefined))
   client.on("ready", () => (last = undefined))

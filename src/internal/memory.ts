@@ -167,7 +167,7 @@ export const make = (store: Redis.MemoryStore): Redis.Service => {
     keys: ReadonlyArray<string>,
     args: ReadonlyArray<string>
   ): Effect.Effect<A, Redis.RedisError> => {
-    const wrong = checkKeys(script as Script.Script<unknown>, keys)
+    const wrong = checkKeys(script, keys)
     if (wrong !== undefined) return Effect.dieMessage(wrong)
     const run = script.twin
     if (run === undefined) {

@@ -223,7 +223,7 @@ return reply
         levels.push(level + 0)
       }
       if (waits.length * 2 === reply.length - 2) {
-        return Either.right({ granted: true, grantedAt: reply[1] as number, waits, levels } as const)
+        return Either.right({ granted: true, grantedAt: reply[1], waits, levels } as const)
       }
     }
     return Either.left("{1, now, then wait_ms and level per bucket} or {0, retry_ms}")
@@ -369,12 +369,12 @@ export const meteredMany = <Name extends Redis.KeyName, A, E, R, L, T>(
     R | TokenBucket.Requirements<"write">
   > => {
     const verb = "metered"
-    if (!Array.isArray(buckets) || buckets.length === 0) {
+    if (!Array.isArray(buckets as unknown) || buckets.length === 0) {
       return Effect.fail(
         new Redis.InvalidInput({ operation: "Limits.metered", argument: "limits", message: "no bucket to meter" })
       )
     }
-    if (!Array.isArray(estimates) || estimates.length !== buckets.length) {
+    if (!Array.isArray(estimates as unknown) || estimates.length !== buckets.length) {
       return Effect.fail(
         invalid(buckets, verb, "estimate", `one estimate per bucket (${buckets.length}), got ${String(estimates)}`)
       )
@@ -424,7 +424,7 @@ export const meteredMany = <Name extends Redis.KeyName, A, E, R, L, T>(
             }
             const settle: SettleMany<T> = (actuals) =>
               Effect.suspend((): Effect.Effect<ReadonlyArray<number>, T | Redis.RedisError | Redis.InvalidInput> => {
-                if (!Array.isArray(actuals) || actuals.length !== buckets.length) {
+                if (!Array.isArray(actuals as unknown) || actuals.length !== buckets.length) {
                   return Effect.fail(
                     invalid(
                       buckets,

@@ -66,7 +66,7 @@ export const lossOf = (value: unknown, path: string, parents: Array<object>): st
       }
       return undefined
     }
-    const proto = Object.getPrototypeOf(object)
+    const proto = Object.getPrototypeOf(object) as { readonly constructor?: unknown } | null
     if (proto !== Object.prototype && proto !== null) {
       const kind = typeof proto?.constructor === "function" && proto.constructor.name !== ""
         ? proto.constructor.name

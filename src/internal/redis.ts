@@ -105,7 +105,7 @@ const connected = <C extends IORedis | Cluster>(
   Effect.acquireRelease(
     Effect.suspend(() => {
       const client = create()
-      const stop = () => client instanceof Cluster ? client.disconnect() : drop(client as IORedis)
+      const stop = () => client instanceof Cluster ? client.disconnect() : drop(client)
       const last = watch(client)
       const timeout = toMillis(connectTimeout)
       return Effect.tryPromise({

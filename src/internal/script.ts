@@ -82,7 +82,7 @@ const library = new Set<Script.Script<unknown>>()
 /** @internal {@link make}, for the library's own scripts: registered, so that a test can list them all. */
 export const define = <A = unknown>(options: Script.Options<A>): Script.Script<A> => {
   const script = make(options)
-  library.add(script as Script.Script<unknown>)
+  library.add(script)
   return script
 }
 
@@ -95,7 +95,7 @@ export const define = <A = unknown>(options: Script.Options<A>): Script.Script<A
 export const defineOver = <A = unknown>(options: Script.Options<A> & { readonly shared: number }): Script.Script<A> => {
   const { shared, ...rest } = options
   const script = Object.freeze({ ...make(rest), variadic: true, shared: checkShared(options.name, shared) })
-  library.add(script as Script.Script<unknown>)
+  library.add(script)
   return script
 }
 

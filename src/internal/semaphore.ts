@@ -426,7 +426,7 @@ export const scoped = <Name extends Redis.KeyName>(
             (reason) =>
               new lease.LeaseLost({ lock: impl.label, name: keys.right.name, fence: granted.token.fence, reason })
           ),
-          ({ lost, token }) => ({ permit: token as Semaphore.Permit, lost })
+          ({ lost, token }) => ({ permit: token, lost })
         )
     ).pipe(Effect.onError(() => waits ? impl.withdraw(keys.right, `${n}:${secret}`) : Effect.void))
   })

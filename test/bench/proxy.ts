@@ -188,7 +188,7 @@ const wrk = (url: string, seconds: number, allowNon2xx = false): Promise<WrkResu
       try {
         resolve(parseWrk(output, allowNon2xx))
       } catch (error) {
-        reject(error)
+        reject(error instanceof Error ? error : new Error(String(error)))
       }
     })
   })

@@ -510,7 +510,7 @@ const measure = async (
   const redisTicksBefore = processTicks(server.pid)
   console.log(
     `throughput: ${THROUGHPUT_OPS} acquires/round, ${IN_FLIGHT} in flight, ${NAMES} names, cost 1, ` +
-      `capacity ${CAPACITY}, ${RATE}; latency: ${LATENCY_OPS} sequential acquires/round; ` +
+      `capacity ${CAPACITY}, ${String(RATE)}; latency: ${LATENCY_OPS} sequential acquires/round; ` +
       `${ROUNDS} timed rounds each after ${WARMUPS} warm-up${WARMUPS > 1 ? "s" : ""}, alternating\n`
   )
 

@@ -15,7 +15,7 @@
  */
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
-import { Effect, Layer, ManagedRuntime } from "effect"
+import { Effect, ManagedRuntime } from "effect"
 import type * as Http from "node:http"
 import { resolve } from "node:path"
 import { median, stat } from "./measure.js"
@@ -54,7 +54,7 @@ const hello = Effect.succeed(HttpServerResponse.text("hello"))
 
 /** The rows of one tree: each a function that runs `n` calls. */
 const rowsOf = async (t: Tree, tag: string) => {
-  const runtime = ManagedRuntime.make(t.Redis.layerMemory() as Layer.Layer<never>)
+  const runtime = ManagedRuntime.make(t.Redis.layerMemory())
   const many = t.TokenBucket.make<string>(`${tag}-b`, 1e9, t.Rate.make(1e9, "1 second"))
   const window = t.FixedWindow.make<string>(`${tag}-w`, 1e9, "1 second")
   const one = t.decision.make({ limiter: many, onStoreFailure: "fail-open" })
@@ -74,18 +74,18 @@ const rowsOf = async (t: Tree, tag: string) => {
     request
   )
   // Spend the one token, then the denial that is remembered.
-  await runtime.runPromise(denied as Effect.Effect<unknown, unknown, never>)
-  await runtime.runPromise(denied as Effect.Effect<unknown, unknown, never>)
+  await runtime.runPromise(denied)
+  await runtime.runPromise(denied)
 
   const proxyLimit = t.decision.make({ limiter: scarce, onStoreFailure: "fail-open", rememberDenials: 10 })
-  await runtime.runPromise(proxyLimit.decide("127.0.0.1", 1) as Effect.Effect<unknown, unknown, never>)
+  await runtime.runPromise(proxyLimit.decide("127.0.0.1", 1))
   const handle = t.server.handler({
     forwarding: t.exchange.resolve({ upstream: "http://127.0.0.1:9" }),
     agents: {} as never,
-    limit: proxyLimit as import("../../src/internal/http/decision.js").Limit<unknown>,
+    limit: proxyLimit,
     key: t.clientIp.resolver(),
     maxHeaderLines: 100,
-    runtime: (await runtime.runtime()) as import("effect/Runtime").Runtime<unknown>,
+    runtime: (await runtime.runtime()),
     closing: () => false
   })
   const proxyRequest = {
@@ -124,8 +124,9 @@ const rowsOf = async (t: Tree, tag: string) => {
     "decide, two as one": loop(Effect.suspend(() => two.decide("client", 1)) as Effect.Effect<unknown, unknown, never>),
     "middleware, allowed": loop(allowed as Effect.Effect<unknown, unknown, never>),
     "middleware, remembered 429": loop(denied as Effect.Effect<unknown, unknown, never>),
-    "proxy handler, remembered 429": async (n: number) => {
+    "proxy handler, remembered 429": (n: number) => {
       for (let i = 0; i < n; i++) handle(proxyRequest, proxyResponse)
+      return Promise.resolve()
     }
   } as Record<string, (n: number) => Promise<void>>
 }

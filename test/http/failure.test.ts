@@ -23,7 +23,7 @@ describe("the store-failure policy, normalized once", () => {
       expect(() => failure.fromOption(bad)).toThrow(
         new TypeError(
           `wakuwaku/http: onStoreFailure must be "fail-closed", "fail-open" or RateLimit.fallback(…), got ${
-            String(bad)
+            String(bad as unknown)
           }`
         )
       )

@@ -161,7 +161,7 @@ export const make = (
   /** The batch a call joins: the open one of its script and id, or a fresh one. */
   const batchOf = (script: Script.Script<unknown>, id: string, args: ReadonlyArray<string>) => {
     let group = open.get(script)
-    if (group === undefined) open.set(script, group = new Map())
+    if (group === undefined) open.set(script, group = new Map<string, Batch>())
     let batch = group.get(id)
     if (batch === undefined) {
       const fresh: Batch = {

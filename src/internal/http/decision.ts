@@ -485,12 +485,16 @@ const limitOf = <LR>(units: ReadonlyArray<Unit>, context: Shared): Limit<LR> => 
 }
 
 /** The limiters of `limiter`: one, or a non-empty list of distinct ones (else a `TypeError`). */
+/** `Array.isArray`, which narrows a readonly list to `any[]`, for a list of limiters. */
+const isList = <A>(u: A | ReadonlyArray<A>): u is ReadonlyArray<A> => Array.isArray(u)
+
 const listOf = <LR>(
   limiter: RateLimit.Limiter<LR> | ReadonlyArray<RateLimit.Limiter<LR>>
 ): ReadonlyArray<RateLimit.Limiter<LR>> => {
-  if (!Array.isArray(limiter)) return [limiter as RateLimit.Limiter<LR>]
+  if (!isList(limiter)) return [limiter]
   if (limiter.length === 0) throw new TypeError("wakuwaku/http: a list of limiters must not be empty")
   for (const l of limiter) fields.describe(l)
+  // Every member was described above, so a kind made it: the class the group engine decides.
   const twice = limits.checkGroup(limiter as unknown as ReadonlyArray<limits.AnyLimiter>)
   if (twice !== undefined) throw new TypeError(twice)
   return limiter

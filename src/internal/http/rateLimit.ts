@@ -205,7 +205,7 @@ export const limiting =
  * is what it reads off their `acquire` (the one step the compiler cannot follow through a generic `L`).
  */
 const needing = <L extends RateLimit.Limiters>(limiter: L) =>
-  limiter as RateLimit.Limiters as RateLimit.Limiters<RateLimit.LimiterRequirements<L>>
+  limiter as RateLimit.Limiters<RateLimit.LimiterRequirements<L>>
 
 /** `choose` as it is read: failing with {@link RateLimit.ChooseError}, needing {@link RateLimit.ChooseRequirements}. */
 const choosing = <P extends RateLimit.Choice | Effect.Effect<RateLimit.Choice, unknown, unknown>>(
@@ -253,7 +253,7 @@ export const chosenOn = <
  */
 export const dualMiddleware = (
   (...args: [AnyOptions] | [HttpApp.Default<unknown, unknown>, AnyOptions]) =>
-    Effect.isEffect(args[0]) ? formOf(args[1]!)(args[0]) : formOf(args[0] as AnyOptions)
+    Effect.isEffect(args[0]) ? formOf(args[1]!)(args[0]) : formOf(args[0])
 ) as unknown as Middleware
 
 /** The data-last form of either kind of options. */

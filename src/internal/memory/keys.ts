@@ -29,7 +29,7 @@ export interface Written {
 
 /** @internal */
 export class Keys<V extends Written> {
-  private readonly maps: Array<Map<string, V>> = Array.from({ length: SHARDS }, () => new Map())
+  private readonly maps: Array<Map<string, V>> = Array.from({ length: SHARDS }, () => new Map<string, V>())
   private readonly seed = randomBytes(4).readUInt32LE(0)
   private count = 0
   private written = 0

@@ -5,6 +5,9 @@
 import * as Schema from "effect/Schema"
 import type * as Pipe from "../../Pipe.js"
 
+/** The pipe's label: the `pipe` field, which shadows Pipeable's `pipe` method on these classes. */
+const pipeOf = (error: { readonly pipe: unknown }): string => String(error.pipe)
+
 /** @internal */
 export class PipeAbandoned extends Schema.TaggedError<Pipe.PipeAbandoned>("wakuwaku/PipeAbandoned")("PipeAbandoned", {
   pipe: Schema.String,
@@ -12,7 +15,7 @@ export class PipeAbandoned extends Schema.TaggedError<Pipe.PipeAbandoned>("wakuw
   ttl: Schema.Duration
 }) {
   override get message(): string {
-    return `${this.pipe} ${JSON.stringify(this.name)}: nothing arrived for a whole TTL`
+    return `${pipeOf(this)} ${JSON.stringify(this.name)}: nothing arrived for a whole TTL`
   }
 }
 
@@ -27,8 +30,8 @@ export class PipeBusy extends Schema.TaggedError<Pipe.PipeBusy>("wakuwaku/PipeBu
 }) {
   override get message(): string {
     return this.reason === "Held"
-      ? `${this.pipe} ${JSON.stringify(this.name)} already has a receiver`
-      : `${this.pipe} ${JSON.stringify(this.name)}: the receiver's lease was lost`
+      ? `${pipeOf(this)} ${JSON.stringify(this.name)} already has a receiver`
+      : `${pipeOf(this)} ${JSON.stringify(this.name)}: the receiver's lease was lost`
   }
 }
 
@@ -41,6 +44,6 @@ export class MessageError extends Schema.TaggedError<Pipe.MessageError>("wakuwak
 }) {
   override get message(): string {
     const cause = this.cause instanceof Error ? this.cause.message : String(this.cause)
-    return `${this.pipe} ${JSON.stringify(this.name)}: a message did not decode: ${cause}`
+    return `${pipeOf(this)} ${JSON.stringify(this.name)}: a message did not decode: ${cause}`
   }
 }

@@ -25,7 +25,7 @@ const opened = (reply: unknown): Either.Either<0 | 1 | 2, string> =>
 /** @internal FETCH's reply: the payloads moved (maybe none), or null when the lease is not the token's. */
 const fetched = (reply: unknown): Either.Either<ReadonlyArray<string> | null, string> =>
   reply === null || (Array.isArray(reply) && reply.every((item) => typeof item === "string"))
-    ? Either.right(reply as ReadonlyArray<string> | null)
+    ? Either.right(reply)
     : Either.left("an array of payloads, or nil")
 
 /**

@@ -280,8 +280,10 @@ export const mainHelp = (): string =>
     ""
   ].join("\n")
 
-class Invalid {
-  constructor(readonly message: string, readonly code: 1 | 2 = 2) {}
+class Invalid extends Error {
+  constructor(message: string, readonly code: 1 | 2 = 2) {
+    super(message)
+  }
 }
 
 /** @internal A duration such as `500ms`, `30s`, `1.5m`, `2 hours`; undefined when it is not one. */

@@ -15,7 +15,7 @@ export const demoUpstream: Effect.Effect<string, Error, Scope.Scope> = Effect.ac
       })
       request.on("end", () => {
         const seen = ["x-forwarded-for", "x-forwarded-host", "x-forwarded-proto"]
-          .map((name) => `${name}: ${request.headers[name] ?? "(none)"}`)
+          .map((name) => `${name}: ${String(request.headers[name] ?? "(none)")}`)
         response.writeHead(200, { "content-type": "text/plain; charset=utf-8" })
         response.end(
           [

@@ -198,7 +198,7 @@ export const exchange = (
     source.pipe(body)
   }
   pool.dispatch(
-    { method: outgoing.method as Dispatcher.HttpMethod, path: outgoing.path, headers: outgoing.headers, body },
+    { method: outgoing.method, path: outgoing.path, headers: outgoing.headers, body },
     handler
   )
   return () => {

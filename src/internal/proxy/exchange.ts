@@ -161,7 +161,7 @@ export const requestHeaders = (
     else if (headers["content-length"] === undefined) headers["transfer-encoding"] = "chunked"
   }
   const chain = incoming["x-forwarded-for"]
-  if (peer !== undefined) headers["x-forwarded-for"] = chain === undefined ? peer : `${chain}, ${peer}`
+  if (peer !== undefined) headers["x-forwarded-for"] = chain === undefined ? peer : `${String(chain)}, ${peer}`
   else if (chain !== undefined) headers["x-forwarded-for"] = chain
   // A trusted proxy in front (a TLS load balancer) knows the original scheme and host; anyone else's claim is replaced.
   const proto = incoming["x-forwarded-proto"]

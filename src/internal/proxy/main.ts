@@ -152,7 +152,7 @@ export const banner = (
   running: { readonly port: number; readonly upstream: string; readonly store: string }
 ): string => {
   const wildcard = config.host === undefined || config.host === "0.0.0.0" || config.host === "::"
-  const base = `${wildcard ? "localhost" : hostForUrl(config.host!)}:${running.port}`
+  const base = `${wildcard ? "localhost" : hostForUrl(config.host)}:${running.port}`
   const demo = config.upstream._tag === "Demo"
   const burst = config.limiter.burst + 5
   // The demo upstream answers any path; /hello shows it in its reply. Another upstream gets its root.

@@ -29,7 +29,7 @@ export const layerClient: Layer.Layer<NodeHttpClient.HttpAgent> = NodeHttpClient
  */
 const guard = <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E, R> =>
   Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
-    const source = NodeHttpServerRequest.toIncomingMessage(request) as Http.IncomingMessage
+    const source = NodeHttpServerRequest.toIncomingMessage(request)
     const response = NodeHttpServerRequest.toServerResponse(request)
     if (tooManyLines(source, MAX_HEADER_LINES)) {
       refuseBody(source, response)
