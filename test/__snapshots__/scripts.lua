@@ -118,6 +118,11 @@ end
 local w = window(ARGV[1])
 return math.max(0, w.limit - used(KEYS[1], now - math.fmod(now, w.size)))
 
+-- Lease.withdraw: KEYS 1; sha1 182d787039319d8585f2c02e2ac1cf0a449f5c99
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('DEL', KEYS[1])
+return 1
+
 -- Limits.acquire: KEYS 1 per item (items decided together), 1 shared ARGV; sha1 707ada7db11ec8a3a91c1406091163058bdcc6a5
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -1391,11 +1396,6 @@ end
 prune(KEYS[1], now)
 return redis.call('ZREM', KEYS[1], ARGV[1])
 
--- RwLock.withdraw: KEYS 1; sha1 182d787039319d8585f2c02e2ac1cf0a449f5c99
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
-redis.call('DEL', KEYS[1])
-return 1
-
 -- RwLock.write: KEYS 4; sha1 b6312c2d2f00954f85231efc0f0cf1d0b53557af
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -1885,11 +1885,6 @@ for i = 1, #KEYS / 1 do
   end
 end
 return replies
-
--- Semaphore.withdraw: KEYS 1; sha1 182d787039319d8585f2c02e2ac1cf0a449f5c99
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
-redis.call('DEL', KEYS[1])
-return 1
 
 -- TokenBucket.acquire: KEYS 1; sha1 a9a8bde90821e8295badb627cab4efbf27dd7323
 local t = redis.call('TIME')
