@@ -21,6 +21,7 @@ import * as lease from "./lease.js"
 import * as access from "./redis.js"
 import { call, defineCall, flag, type Strings } from "./script.js"
 import * as core from "./service.js"
+import { notCount } from "./validate.js"
 
 const KIND = "Semaphore"
 
@@ -279,15 +280,11 @@ class SemaphoreImpl<Name extends Redis.KeyName> implements Semaphore.Semaphore<N
 
   /** The keys of `name`, or why `name` or `n` is bad input. */
   keys(operation: string, name: Name, n: number): Either.Either<Keys, Redis.InvalidInput> {
-    if (typeof n !== "number" || !Number.isSafeInteger(n) || n < 1 || n > this.permits) {
+    const problem = notCount("n", n, 1, show) ??
+      (n > this.permits ? `n must be at most the ${this.permits} permits of a name, got ${n}` : undefined)
+    if (problem !== undefined) {
       return Either.left(
-        new core.InvalidInput({
-          operation: `${this.label}.${operation}`,
-          argument: "n",
-          message: typeof n === "number" && Number.isSafeInteger(n) && n > this.permits
-            ? `n must be at most the ${this.permits} permits of a name, got ${n}`
-            : `n must be a positive safe integer, got ${show(n)}`
-        })
+        new core.InvalidInput({ operation: `${this.label}.${operation}`, argument: "n", message: problem })
       )
     }
     return Either.map(key.encodeNameOf(this.label, operation, name), (encoded) => {
@@ -366,11 +363,8 @@ export const make = <Name extends Redis.KeyName>(
   ttl: Duration.DurationInput
 ): Semaphore.Semaphore<Name> => {
   key.validateNamespace(KIND, namespace)
-  if (typeof permits !== "number" || !Number.isSafeInteger(permits) || permits < 1) {
-    throw new RangeError(
-      `wakuwaku: Semaphore(${namespace}) permits must be a positive safe integer, got ${show(permits)}`
-    )
-  }
+  const problem = notCount(`wakuwaku: Semaphore(${namespace}) permits`, permits, 1, show)
+  if (problem !== undefined) throw new RangeError(problem)
   return new SemaphoreImpl<Name>(namespace, permits, bounded(ttl, `Semaphore(${namespace}) ttl`))
 }
 
