@@ -153,6 +153,29 @@ export const make = <Name extends Redis.KeyName = string>(namespace: string, ttl
   internal.make<Name>(namespace, ttl)
 
 /**
+ * {@link Lock.tryLock} as a module function,
+ * beside the method `lock.tryLock(name)`. Dual: `tryLock(lock, name)` or `tryLock(name)(lock)`.
+ *
+ * @since 0.2.0
+ * @category operations
+ */
+export const tryLock: {
+  <Name extends Redis.KeyName>(
+    name: Name
+  ): (lock: Lock<Name>) => Effect.Effect<Option.Option<LockToken>, Redis.RedisError | Redis.InvalidInput, Requirements>
+  <Name extends Redis.KeyName>(
+    lock: Lock<Name>,
+    name: Name
+  ): Effect.Effect<Option.Option<LockToken>, Redis.RedisError | Redis.InvalidInput, Requirements>
+} = dual(
+  (args) => internal.isLock(args[0]),
+  <Name extends Redis.KeyName>(
+    lock: Lock<Name>,
+    name: Name
+  ): Effect.Effect<Option.Option<LockToken>, Redis.RedisError | Redis.InvalidInput, Requirements> => lock.tryLock(name)
+)
+
+/**
  * How a scoped lock is acquired: once ({@link tryOnce}), or by waiting ({@link wait}).
  *
  * @since 0.1.0

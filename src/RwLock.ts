@@ -147,6 +147,52 @@ export const make = <Name extends Redis.KeyName = string>(
 ): RwLock<Name> => internal.make<Name>(namespace, ttl)
 
 /**
+ * {@link RwLock.tryRead} as a module function,
+ * beside the method `rw.tryRead(name)`. Dual: `tryRead(rw, name)` or `tryRead(name)(rw)`.
+ *
+ * @since 0.2.0
+ * @category operations
+ */
+export const tryRead: {
+  <Name extends Redis.KeyName>(
+    name: Name
+  ): (rw: RwLock<Name>) => Effect.Effect<Option.Option<ReadToken>, Redis.RedisError | Redis.InvalidInput, Requirements>
+  <Name extends Redis.KeyName>(
+    rw: RwLock<Name>,
+    name: Name
+  ): Effect.Effect<Option.Option<ReadToken>, Redis.RedisError | Redis.InvalidInput, Requirements>
+} = dual(
+  (args) => internal.isRwLock(args[0]),
+  <Name extends Redis.KeyName>(
+    rw: RwLock<Name>,
+    name: Name
+  ): Effect.Effect<Option.Option<ReadToken>, Redis.RedisError | Redis.InvalidInput, Requirements> => rw.tryRead(name)
+)
+
+/**
+ * {@link RwLock.tryWrite} as a module function,
+ * beside the method `rw.tryWrite(name)`. Dual: `tryWrite(rw, name)` or `tryWrite(name)(rw)`.
+ *
+ * @since 0.2.0
+ * @category operations
+ */
+export const tryWrite: {
+  <Name extends Redis.KeyName>(
+    name: Name
+  ): (rw: RwLock<Name>) => Effect.Effect<Option.Option<WriteToken>, Redis.RedisError | Redis.InvalidInput, Requirements>
+  <Name extends Redis.KeyName>(
+    rw: RwLock<Name>,
+    name: Name
+  ): Effect.Effect<Option.Option<WriteToken>, Redis.RedisError | Redis.InvalidInput, Requirements>
+} = dual(
+  (args) => internal.isRwLock(args[0]),
+  <Name extends Redis.KeyName>(
+    rw: RwLock<Name>,
+    name: Name
+  ): Effect.Effect<Option.Option<WriteToken>, Redis.RedisError | Redis.InvalidInput, Requirements> => rw.tryWrite(name)
+)
+
+/**
  * What the scoped forms fail with, besides {@link LeaseLost}: {@link Lock.Failure}.
  *
  * @since 0.2.0
