@@ -93,13 +93,17 @@ export type Entity = Capability.Entity<"Pipe">
 export const entity: Entity = internal.entity
 
 /**
- * What every pipe operation needs. All of them write: taking a message removes it.
+ * What an operation needs: `Redis` and the right to write (`Requirements<"write">`, the default) or read
+ * pipes, as every structure's `Requirements` says it. Every operation writes: taking a message removes it.
  *
  * @since 0.1.0
  * @category capabilities
  */
-// Spelled out rather than through the `Entity` alias, so that compile errors name the entity.
-export type Requirements = Redis.Redis | Capability.Write<Capability.Entity<"Pipe">>
+export type Requirements<Access extends "read" | "write" = "write"> =
+  | Redis.Redis
+  // Spelled out rather than through the `Entity` alias, so that compile errors name the entity.
+  | (Access extends "write" ? Capability.Write<Capability.Entity<"Pipe">>
+    : Capability.Read<Capability.Entity<"Pipe">>)
 
 /**
  * What a pipe needs of a message schema: its type, no requirements, and its AST. Every

@@ -80,13 +80,17 @@ export type Entity = Capability.Entity<"RwLock">
 export const entity: Entity = internal.entity
 
 /**
- * What every operation needs. All of them write, `tryRead` included.
+ * What an operation needs: `Redis` and the right to write (`Requirements<"write">`, the default) or read
+ * reader-writer locks, as every structure's `Requirements` says it. Every operation writes, `tryRead` included.
  *
  * @since 0.1.0
  * @category capabilities
  */
-// Spelled out rather than through the `Entity` alias, so that compile errors name the entity.
-export type Requirements = Redis.Redis | Capability.Write<Capability.Entity<"RwLock">>
+export type Requirements<Access extends "read" | "write" = "write"> =
+  | Redis.Redis
+  // Spelled out rather than through the `Entity` alias, so that compile errors name the entity.
+  | (Access extends "write" ? Capability.Write<Capability.Entity<"RwLock">>
+    : Capability.Read<Capability.Entity<"RwLock">>)
 
 /**
  * The proof of a read lease. Its secret never appears in `toString`, `inspect` or JSON.

@@ -94,13 +94,17 @@ export type Entity = Capability.Entity<"Semaphore">
 export const entity: Entity = internal.entity
 
 /**
- * What every operation needs. All of them write.
+ * What an operation needs: `Redis` and the right to write (`Requirements<"write">`, the default) or read
+ * semaphores, as every structure's `Requirements` says it. Every operation writes.
  *
  * @since 0.1.0
  * @category capabilities
  */
-// Spelled out rather than through the `Entity` alias, so that compile errors name the entity.
-export type Requirements = Redis.Redis | Capability.Write<Capability.Entity<"Semaphore">>
+export type Requirements<Access extends "read" | "write" = "write"> =
+  | Redis.Redis
+  // Spelled out rather than through the `Entity` alias, so that compile errors name the entity.
+  | (Access extends "write" ? Capability.Write<Capability.Entity<"Semaphore">>
+    : Capability.Read<Capability.Entity<"Semaphore">>)
 
 /**
  * The proof of holding permits: a {@link Lock.Token} (it releases and extends itself, with this

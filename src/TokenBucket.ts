@@ -110,12 +110,13 @@ export type Entity = Capability.Entity<"TokenBucket">
 export const entity: Entity = internal.entity
 
 /**
- * What an operation needs: `Redis` and the right to write (or read) token buckets.
+ * What an operation needs: `Redis` and the right to write (`Requirements<"write">`, the default) or read
+ * token buckets, as every structure's `Requirements` says it.
  *
  * @since 0.1.0
  * @category capabilities
  */
-export type Requirements<Access extends "read" | "write"> =
+export type Requirements<Access extends "read" | "write" = "write"> =
   | Redis.Redis
   // Spelled out rather than through the `Entity` alias, so that compile errors name the entity.
   | (Access extends "write" ? Capability.Write<Capability.Entity<"TokenBucket">>

@@ -4,7 +4,8 @@
  */
 import { Schema } from "effect"
 import { describe, expectTypeOf, it } from "vitest"
-import { FixedWindow, Lock, Pipe, Rate, RwLock, Semaphore, TokenBucket } from "wakuwaku"
+import { Capability, FixedWindow, Lock, Pipe, Rate, Redis, RwLock, Semaphore, TokenBucket } from "wakuwaku"
+import * as RateLimiterStore from "wakuwaku/RateLimiterStore"
 
 const bucket = TokenBucket.make<string>("shape-bucket", 10, Rate.perSecond(10))
 const window = FixedWindow.make<string>("shape-window", 10, "1 second")
@@ -116,5 +117,39 @@ describe("every operation is a method and a module function with the method's si
     expectTypeOf(Pipe.receive(pipe, "a")).toEqualTypeOf(pipe.receive("a"))
     expectTypeOf(Pipe.receive(pipe, "a", { idle: "1 second" } as Pipe.ReceiveOptions)).toEqualTypeOf(pipe.receive("a"))
     expectTypeOf(Pipe.receive("a")(pipe)).toEqualTypeOf(pipe.receive("a"))
+  })
+})
+
+/** The one shape of a structure's `Requirements`: `Redis` and the right to write (the default) or read its entity. */
+type Needs<Kind extends string, Access extends "read" | "write"> =
+  | Redis.Redis
+  | (Access extends "write" ? Capability.Write<Capability.Entity<Kind>> : Capability.Read<Capability.Entity<Kind>>)
+
+describe("Requirements is generic alike on every structure", () => {
+  it("Requirements<Access>, \"write\" by default", () => {
+    expectTypeOf<TokenBucket.Requirements>().toEqualTypeOf<Needs<"TokenBucket", "write">>()
+    expectTypeOf<TokenBucket.Requirements<"read">>().toEqualTypeOf<Needs<"TokenBucket", "read">>()
+    expectTypeOf<FixedWindow.Requirements>().toEqualTypeOf<Needs<"FixedWindow", "write">>()
+    expectTypeOf<FixedWindow.Requirements<"read">>().toEqualTypeOf<Needs<"FixedWindow", "read">>()
+    expectTypeOf<Lock.Requirements>().toEqualTypeOf<Needs<"Lock", "write">>()
+    expectTypeOf<Lock.Requirements<"read">>().toEqualTypeOf<Needs<"Lock", "read">>()
+    expectTypeOf<RwLock.Requirements>().toEqualTypeOf<Needs<"RwLock", "write">>()
+    expectTypeOf<RwLock.Requirements<"read">>().toEqualTypeOf<Needs<"RwLock", "read">>()
+    expectTypeOf<Semaphore.Requirements>().toEqualTypeOf<Needs<"Semaphore", "write">>()
+    expectTypeOf<Semaphore.Requirements<"read">>().toEqualTypeOf<Needs<"Semaphore", "read">>()
+    expectTypeOf<Pipe.Requirements>().toEqualTypeOf<Needs<"Pipe", "write">>()
+    expectTypeOf<Pipe.Requirements<"read">>().toEqualTypeOf<Needs<"Pipe", "read">>()
+    expectTypeOf<RateLimiterStore.Requirements>().toEqualTypeOf<Needs<"RateLimiterStore", "write">>()
+    expectTypeOf<RateLimiterStore.Requirements<"read">>().toEqualTypeOf<Needs<"RateLimiterStore", "read">>()
+  })
+
+  it("each entity is the one its Requirements name", () => {
+    expectTypeOf<TokenBucket.Entity>().toEqualTypeOf<Capability.Entity<"TokenBucket">>()
+    expectTypeOf<FixedWindow.Entity>().toEqualTypeOf<Capability.Entity<"FixedWindow">>()
+    expectTypeOf<Lock.Entity>().toEqualTypeOf<Capability.Entity<"Lock">>()
+    expectTypeOf<RwLock.Entity>().toEqualTypeOf<Capability.Entity<"RwLock">>()
+    expectTypeOf<Semaphore.Entity>().toEqualTypeOf<Capability.Entity<"Semaphore">>()
+    expectTypeOf<Pipe.Entity>().toEqualTypeOf<Capability.Entity<"Pipe">>()
+    expectTypeOf<RateLimiterStore.Entity>().toEqualTypeOf<Capability.Entity<"RateLimiterStore">>()
   })
 })
