@@ -77,7 +77,8 @@ export const wait = (options: {
 
 /**
  * @internal A fresh token: 128 random bits from `crypto`, base64url. Drawn from a pool refilled 4 KiB
- * at a time, as `crypto.randomUUID` does: a `randomBytes` call per token cost about 6 µs.
+ * at a time, as `crypto.randomUUID` does: a `randomBytes` call per token costs far more (docs/performance.md,
+ * "Figures behind design choices").
  */
 export const secret = (): string => {
   if (poolAt + 16 > pool.length) {
