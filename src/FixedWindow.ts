@@ -47,6 +47,7 @@
 import type * as Data from "effect/Data"
 import type * as Duration from "effect/Duration"
 import type * as Effect from "effect/Effect"
+import { dual } from "effect/Function"
 import * as Admission_ from "./Admission.js"
 import type * as Capability from "./Capability.js"
 import * as internal from "./internal/fixedWindow.js"
@@ -88,12 +89,13 @@ export type Entity = Capability.Entity<"FixedWindow">
 export const entity: Entity = internal.entity
 
 /**
- * What an operation needs: `Redis` and the right to write (or read) fixed windows.
+ * What an operation needs: `Redis` and the right to write (`Requirements<"write">`, the default) or read
+ * fixed windows, as every structure's `Requirements` says it.
  *
  * @since 0.1.0
  * @category capabilities
  */
-export type Requirements<Access extends "read" | "write"> =
+export type Requirements<Access extends "read" | "write" = "write"> =
   | Redis.Redis
   // Spelled out rather than through the `Entity` alias, so that compile errors name the entity.
   | (Access extends "write" ? Capability.Write<Capability.Entity<"FixedWindow">>
@@ -164,3 +166,78 @@ export const make: <Name extends Redis.KeyName = string>(
   limit: number,
   window: Duration.DurationInput
 ) => FixedWindow<Name> = internal.make
+
+/**
+ * {@link FixedWindow.acquire} as a module function,
+ * beside the method `window.acquire(name, cost)`. Dual: `acquire(window, name, cost)` or `acquire(name, cost)(window)`.
+ *
+ * @since 0.2.0
+ * @category operations
+ */
+export const acquire: {
+  <Name extends Redis.KeyName>(
+    name: Name,
+    cost: number
+  ): (
+    window: FixedWindow<Name>
+  ) => Effect.Effect<Admission, Redis.RedisError | Redis.InvalidInput, Requirements<"write">>
+  <Name extends Redis.KeyName>(
+    window: FixedWindow<Name>,
+    name: Name,
+    cost: number
+  ): Effect.Effect<Admission, Redis.RedisError | Redis.InvalidInput, Requirements<"write">>
+} = dual(
+  (args) => internal.isFixedWindow(args[0]),
+  <Name extends Redis.KeyName>(
+    window: FixedWindow<Name>,
+    name: Name,
+    cost: number
+  ): Effect.Effect<Admission, Redis.RedisError | Redis.InvalidInput, Requirements<"write">> =>
+    window.acquire(name, cost)
+)
+
+/**
+ * {@link FixedWindow.reset} as a module function,
+ * beside the method `window.reset(name)`. Dual: `reset(window, name)` or `reset(name)(window)`.
+ *
+ * @since 0.2.0
+ * @category operations
+ */
+export const reset: {
+  <Name extends Redis.KeyName>(
+    name: Name
+  ): (window: FixedWindow<Name>) => Effect.Effect<boolean, Redis.RedisError | Redis.InvalidInput, Requirements<"write">>
+  <Name extends Redis.KeyName>(
+    window: FixedWindow<Name>,
+    name: Name
+  ): Effect.Effect<boolean, Redis.RedisError | Redis.InvalidInput, Requirements<"write">>
+} = dual(
+  (args) => internal.isFixedWindow(args[0]),
+  <Name extends Redis.KeyName>(
+    window: FixedWindow<Name>,
+    name: Name
+  ): Effect.Effect<boolean, Redis.RedisError | Redis.InvalidInput, Requirements<"write">> => window.reset(name)
+)
+
+/**
+ * {@link FixedWindow.peek} as a module function,
+ * beside the method `window.peek(name)`. Dual: `peek(window, name)` or `peek(name)(window)`.
+ *
+ * @since 0.2.0
+ * @category operations
+ */
+export const peek: {
+  <Name extends Redis.KeyName>(
+    name: Name
+  ): (window: FixedWindow<Name>) => Effect.Effect<number, Redis.RedisError | Redis.InvalidInput, Requirements<"read">>
+  <Name extends Redis.KeyName>(
+    window: FixedWindow<Name>,
+    name: Name
+  ): Effect.Effect<number, Redis.RedisError | Redis.InvalidInput, Requirements<"read">>
+} = dual(
+  (args) => internal.isFixedWindow(args[0]),
+  <Name extends Redis.KeyName>(
+    window: FixedWindow<Name>,
+    name: Name
+  ): Effect.Effect<number, Redis.RedisError | Redis.InvalidInput, Requirements<"read">> => window.peek(name)
+)

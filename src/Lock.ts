@@ -86,13 +86,17 @@ export type Entity = Capability.Entity<"Lock">
 export const entity: Entity = internal.entity
 
 /**
- * What every lock operation needs. All of them write.
+ * What an operation needs: `Redis` and the right to write (`Requirements<"write">`, the default) or read
+ * locks, as every structure's `Requirements` says it. Every lock operation writes.
  *
  * @since 0.1.0
  * @category capabilities
  */
-// Spelled out rather than through the `Entity` alias, so that compile errors name the entity.
-export type Requirements = Redis.Redis | Capability.Write<Capability.Entity<"Lock">>
+export type Requirements<Access extends "read" | "write" = "write"> =
+  | Redis.Redis
+  // Spelled out rather than through the `Entity` alias, so that compile errors name the entity.
+  | (Access extends "write" ? Capability.Write<Capability.Entity<"Lock">>
+    : Capability.Read<Capability.Entity<"Lock">>)
 
 /**
  * The proof of holding a lease with a fence: a Lock's grant, an RwLock's write grant, and (with its
@@ -153,6 +157,29 @@ export interface Lock<in Name extends Redis.KeyName> {
  */
 export const make = <Name extends Redis.KeyName = string>(namespace: string, ttl: Duration.DurationInput): Lock<Name> =>
   internal.make<Name>(namespace, ttl)
+
+/**
+ * {@link Lock.tryLock} as a module function,
+ * beside the method `lock.tryLock(name)`. Dual: `tryLock(lock, name)` or `tryLock(name)(lock)`.
+ *
+ * @since 0.2.0
+ * @category operations
+ */
+export const tryLock: {
+  <Name extends Redis.KeyName>(
+    name: Name
+  ): (lock: Lock<Name>) => Effect.Effect<Option.Option<LockToken>, Redis.RedisError | Redis.InvalidInput, Requirements>
+  <Name extends Redis.KeyName>(
+    lock: Lock<Name>,
+    name: Name
+  ): Effect.Effect<Option.Option<LockToken>, Redis.RedisError | Redis.InvalidInput, Requirements>
+} = dual(
+  (args) => internal.isLock(args[0]),
+  <Name extends Redis.KeyName>(
+    lock: Lock<Name>,
+    name: Name
+  ): Effect.Effect<Option.Option<LockToken>, Redis.RedisError | Redis.InvalidInput, Requirements> => lock.tryLock(name)
+)
 
 /**
  * How a scoped lock is acquired: once ({@link tryOnce}), or by waiting ({@link wait}).

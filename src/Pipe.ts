@@ -51,6 +51,7 @@
 import type * as Cause from "effect/Cause"
 import type * as Duration from "effect/Duration"
 import type * as Effect from "effect/Effect"
+import { dual } from "effect/Function"
 import type * as Schema from "effect/Schema"
 import type * as SchemaAST from "effect/SchemaAST"
 import type * as Stream from "effect/Stream"
@@ -92,13 +93,17 @@ export type Entity = Capability.Entity<"Pipe">
 export const entity: Entity = internal.entity
 
 /**
- * What every pipe operation needs. All of them write: taking a message removes it.
+ * What an operation needs: `Redis` and the right to write (`Requirements<"write">`, the default) or read
+ * pipes, as every structure's `Requirements` says it. Every operation writes: taking a message removes it.
  *
  * @since 0.1.0
  * @category capabilities
  */
-// Spelled out rather than through the `Entity` alias, so that compile errors name the entity.
-export type Requirements = Redis.Redis | Capability.Write<Capability.Entity<"Pipe">>
+export type Requirements<Access extends "read" | "write" = "write"> =
+  | Redis.Redis
+  // Spelled out rather than through the `Entity` alias, so that compile errors name the entity.
+  | (Access extends "write" ? Capability.Write<Capability.Entity<"Pipe">>
+    : Capability.Read<Capability.Entity<"Pipe">>)
 
 /**
  * What a pipe needs of a message schema: its type, no requirements, and its AST. Every
@@ -199,6 +204,82 @@ export const make = <Name extends Redis.KeyName = string, A = never>(
   schema: MessageSchema<A>,
   ttl: Duration.DurationInput
 ): Pipe<Name, A> => internal.make<Name, A>(namespace, schema, ttl)
+
+/**
+ * {@link Pipe.send} as a module function,
+ * beside the method `pipe.send(name, message)`. Dual: `send(pipe, name, message)` or `send(name, message)(pipe)`.
+ *
+ * @since 0.2.0
+ * @category operations
+ */
+export const send: {
+  <Name extends Redis.KeyName, A>(
+    name: Name,
+    message: A
+  ): (pipe: Pipe<Name, A>) => Effect.Effect<void, Redis.RedisError | Redis.InvalidInput, Requirements>
+  <Name extends Redis.KeyName, A>(
+    pipe: Pipe<Name, A>,
+    name: Name,
+    message: A
+  ): Effect.Effect<void, Redis.RedisError | Redis.InvalidInput, Requirements>
+} = dual(
+  (args) => internal.isPipe(args[0]),
+  <Name extends Redis.KeyName, A>(
+    pipe: Pipe<Name, A>,
+    name: Name,
+    message: A
+  ): Effect.Effect<void, Redis.RedisError | Redis.InvalidInput, Requirements> => pipe.send(name, message)
+)
+
+/**
+ * {@link Pipe.close} as a module function,
+ * beside the method `pipe.close(name)`. Dual: `close(pipe, name)` or `close(name)(pipe)`.
+ *
+ * @since 0.2.0
+ * @category operations
+ */
+export const close: {
+  <Name extends Redis.KeyName>(
+    name: Name
+  ): <A>(pipe: Pipe<Name, A>) => Effect.Effect<void, Redis.RedisError | Redis.InvalidInput, Requirements>
+  <Name extends Redis.KeyName, A>(
+    pipe: Pipe<Name, A>,
+    name: Name
+  ): Effect.Effect<void, Redis.RedisError | Redis.InvalidInput, Requirements>
+} = dual(
+  (args) => internal.isPipe(args[0]),
+  <Name extends Redis.KeyName, A>(
+    pipe: Pipe<Name, A>,
+    name: Name
+  ): Effect.Effect<void, Redis.RedisError | Redis.InvalidInput, Requirements> => pipe.close(name)
+)
+
+/**
+ * {@link Pipe.receive} as a module function,
+ * beside the method `pipe.receive(name, options)`.
+ * Dual: `receive(pipe, name, options)` or `receive(name, options)(pipe)`.
+ *
+ * @since 0.2.0
+ * @category operations
+ */
+export const receive: {
+  <Name extends Redis.KeyName>(
+    name: Name,
+    options?: ReceiveOptions
+  ): <A>(pipe: Pipe<Name, A>) => Stream.Stream<A, ReceiveError, Requirements>
+  <Name extends Redis.KeyName, A>(
+    pipe: Pipe<Name, A>,
+    name: Name,
+    options?: ReceiveOptions
+  ): Stream.Stream<A, ReceiveError, Requirements>
+} = dual(
+  (args) => internal.isPipe(args[0]),
+  <Name extends Redis.KeyName, A>(
+    pipe: Pipe<Name, A>,
+    name: Name,
+    options?: ReceiveOptions
+  ): Stream.Stream<A, ReceiveError, Requirements> => pipe.receive(name, options)
+)
 
 /**
  * Keeps a pipe alive while the sender has nothing to say: every `every` (default a third of the TTL)

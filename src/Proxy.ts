@@ -18,9 +18,9 @@
  *   request and response objects per request cost more CPU (docs/http.md, "Overhead").
  *
  * **Why undici and node:http, not @effect/platform, for `layer`.** Forwarding through @effect/platform's
- * `HttpClient` cost about 0.84 ms of CPU per request on a 2-core machine, and serving on the platform's
- * `HttpServer` alone costs more than a bare node:http proxy does in all; undici's client costs about 35 µs
- * less per request than node:http's `request`. docs/http.md has the figures.
+ * `HttpClient` cost far more CPU per request, and serving on the platform's `HttpServer` alone costs more
+ * than a bare node:http proxy does in all; undici's client costs less per request than node:http's
+ * `request`. docs/performance.md ("Figures behind design choices") and docs/http.md have the figures.
  *
  * **What it checks first.** A request with more header lines than `maxHeaderLines` (default 100) is a
  * 431: every line is counted, none is dropped (Node's own `maxHeadersCount` silently drops lines past

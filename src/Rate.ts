@@ -19,6 +19,7 @@
  */
 import * as Duration from "effect/Duration"
 import { positive } from "./internal/duration.js"
+import { isCount } from "./internal/validate.js"
 
 /**
  * @since 0.1.0
@@ -116,8 +117,10 @@ export type ValidPeriod<P extends Duration.DurationInput> = Positive<P, ZeroPeri
 const MAX_MICROS = BigInt(Number.MAX_SAFE_INTEGER)
 
 const unsafeMake = (tokens: number, input: Duration.DurationInput): Rate => {
-  if (typeof tokens !== "number" || !Number.isSafeInteger(tokens) || tokens < 1) {
-    throw new RangeError(`wakuwaku: a rate must refill at least one token (a positive safe integer), got ${tokens}`)
+  if (!isCount(tokens, 1)) {
+    throw new RangeError(
+      `wakuwaku: a rate must refill at least one token (a positive safe integer), got ${String(tokens)}`
+    )
   }
   const period = positive(input, "a rate's period")
   const micros = (Duration.unsafeToNanos(period) + 999n) / 1000n

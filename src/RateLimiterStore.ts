@@ -82,15 +82,17 @@ export type Entity = Capability.Entity<"RateLimiterStore">
 export const entity: Entity = internal.entity
 
 /**
- * What the store needs: `Redis` and the right to write its keys.
+ * What an operation needs: `Redis` and the right to write (`Requirements<"write">`, the default) or read
+ * the store's keys, as every structure's `Requirements` says it. Every call writes.
  *
  * @since 0.1.0
  * @category capabilities
  */
-export type Requirements =
+export type Requirements<Access extends "read" | "write" = "write"> =
   | Redis.Redis
   // Spelled out rather than through the `Entity` alias, so that compile errors name the entity.
-  | Capability.Write<Capability.Entity<"RateLimiterStore">>
+  | (Access extends "write" ? Capability.Write<Capability.Entity<"RateLimiterStore">>
+    : Capability.Read<Capability.Entity<"RateLimiterStore">>)
 
 /**
  * @since 0.1.0

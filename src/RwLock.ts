@@ -80,13 +80,17 @@ export type Entity = Capability.Entity<"RwLock">
 export const entity: Entity = internal.entity
 
 /**
- * What every operation needs. All of them write, `tryRead` included.
+ * What an operation needs: `Redis` and the right to write (`Requirements<"write">`, the default) or read
+ * reader-writer locks, as every structure's `Requirements` says it. Every operation writes, `tryRead` included.
  *
  * @since 0.1.0
  * @category capabilities
  */
-// Spelled out rather than through the `Entity` alias, so that compile errors name the entity.
-export type Requirements = Redis.Redis | Capability.Write<Capability.Entity<"RwLock">>
+export type Requirements<Access extends "read" | "write" = "write"> =
+  | Redis.Redis
+  // Spelled out rather than through the `Entity` alias, so that compile errors name the entity.
+  | (Access extends "write" ? Capability.Write<Capability.Entity<"RwLock">>
+    : Capability.Read<Capability.Entity<"RwLock">>)
 
 /**
  * The proof of a read lease. Its secret never appears in `toString`, `inspect` or JSON.
@@ -147,6 +151,52 @@ export const make = <Name extends Redis.KeyName = string>(
   namespace: string,
   ttl: Duration.DurationInput
 ): RwLock<Name> => internal.make<Name>(namespace, ttl)
+
+/**
+ * {@link RwLock.tryRead} as a module function,
+ * beside the method `rw.tryRead(name)`. Dual: `tryRead(rw, name)` or `tryRead(name)(rw)`.
+ *
+ * @since 0.2.0
+ * @category operations
+ */
+export const tryRead: {
+  <Name extends Redis.KeyName>(
+    name: Name
+  ): (rw: RwLock<Name>) => Effect.Effect<Option.Option<ReadToken>, Redis.RedisError | Redis.InvalidInput, Requirements>
+  <Name extends Redis.KeyName>(
+    rw: RwLock<Name>,
+    name: Name
+  ): Effect.Effect<Option.Option<ReadToken>, Redis.RedisError | Redis.InvalidInput, Requirements>
+} = dual(
+  (args) => internal.isRwLock(args[0]),
+  <Name extends Redis.KeyName>(
+    rw: RwLock<Name>,
+    name: Name
+  ): Effect.Effect<Option.Option<ReadToken>, Redis.RedisError | Redis.InvalidInput, Requirements> => rw.tryRead(name)
+)
+
+/**
+ * {@link RwLock.tryWrite} as a module function,
+ * beside the method `rw.tryWrite(name)`. Dual: `tryWrite(rw, name)` or `tryWrite(name)(rw)`.
+ *
+ * @since 0.2.0
+ * @category operations
+ */
+export const tryWrite: {
+  <Name extends Redis.KeyName>(
+    name: Name
+  ): (rw: RwLock<Name>) => Effect.Effect<Option.Option<WriteToken>, Redis.RedisError | Redis.InvalidInput, Requirements>
+  <Name extends Redis.KeyName>(
+    rw: RwLock<Name>,
+    name: Name
+  ): Effect.Effect<Option.Option<WriteToken>, Redis.RedisError | Redis.InvalidInput, Requirements>
+} = dual(
+  (args) => internal.isRwLock(args[0]),
+  <Name extends Redis.KeyName>(
+    rw: RwLock<Name>,
+    name: Name
+  ): Effect.Effect<Option.Option<WriteToken>, Redis.RedisError | Redis.InvalidInput, Requirements> => rw.tryWrite(name)
+)
 
 /**
  * What the scoped forms fail with, besides {@link LeaseLost}: {@link Lock.Failure}.

@@ -94,13 +94,17 @@ export type Entity = Capability.Entity<"Semaphore">
 export const entity: Entity = internal.entity
 
 /**
- * What every operation needs. All of them write.
+ * What an operation needs: `Redis` and the right to write (`Requirements<"write">`, the default) or read
+ * semaphores, as every structure's `Requirements` says it. Every operation writes.
  *
  * @since 0.1.0
  * @category capabilities
  */
-// Spelled out rather than through the `Entity` alias, so that compile errors name the entity.
-export type Requirements = Redis.Redis | Capability.Write<Capability.Entity<"Semaphore">>
+export type Requirements<Access extends "read" | "write" = "write"> =
+  | Redis.Redis
+  // Spelled out rather than through the `Entity` alias, so that compile errors name the entity.
+  | (Access extends "write" ? Capability.Write<Capability.Entity<"Semaphore">>
+    : Capability.Read<Capability.Entity<"Semaphore">>)
 
 /**
  * The proof of holding permits: a {@link Lock.Token} (it releases and extends itself, with this
@@ -159,6 +163,79 @@ export const make = <Name extends Redis.KeyName = string>(
   permits: number,
   ttl: Duration.DurationInput
 ): Semaphore<Name> => internal.make<Name>(namespace, permits, ttl)
+
+/**
+ * {@link Semaphore.tryAcquire} as a module function,
+ * beside the method `sem.tryAcquire(name, n)`. Dual: `tryAcquire(sem, name, n)` or `tryAcquire(name, n)(sem)`.
+ *
+ * @since 0.2.0
+ * @category operations
+ */
+export const tryAcquire: {
+  <Name extends Redis.KeyName>(
+    name: Name,
+    n?: number
+  ): (sem: Semaphore<Name>) => Effect.Effect<Option.Option<Permit>, Redis.RedisError | Redis.InvalidInput, Requirements>
+  <Name extends Redis.KeyName>(
+    sem: Semaphore<Name>,
+    name: Name,
+    n?: number
+  ): Effect.Effect<Option.Option<Permit>, Redis.RedisError | Redis.InvalidInput, Requirements>
+} = dual(
+  (args) => internal.isSemaphore(args[0]),
+  <Name extends Redis.KeyName>(
+    sem: Semaphore<Name>,
+    name: Name,
+    n?: number
+  ): Effect.Effect<Option.Option<Permit>, Redis.RedisError | Redis.InvalidInput, Requirements> =>
+    sem.tryAcquire(name, n)
+)
+
+/**
+ * {@link Semaphore.release} as a module function (a permit also releases itself: `permit.release`),
+ * beside the method `sem.release(permit)`. Dual: `release(sem, permit)` or `release(permit)(sem)`.
+ *
+ * @since 0.2.0
+ * @category operations
+ */
+export const release: {
+  (permit: Permit): <Name extends Redis.KeyName>(
+    sem: Semaphore<Name>
+  ) => Effect.Effect<boolean, Redis.RedisError, Requirements>
+  <Name extends Redis.KeyName>(
+    sem: Semaphore<Name>,
+    permit: Permit
+  ): Effect.Effect<boolean, Redis.RedisError, Requirements>
+} = dual(
+  (args) => internal.isSemaphore(args[0]),
+  <Name extends Redis.KeyName>(
+    sem: Semaphore<Name>,
+    permit: Permit
+  ): Effect.Effect<boolean, Redis.RedisError, Requirements> => sem.release(permit)
+)
+
+/**
+ * {@link Semaphore.extend} as a module function (a permit also extends itself: `permit.extend`),
+ * beside the method `sem.extend(permit)`. Dual: `extend(sem, permit)` or `extend(permit)(sem)`.
+ *
+ * @since 0.2.0
+ * @category operations
+ */
+export const extend: {
+  (permit: Permit): <Name extends Redis.KeyName>(
+    sem: Semaphore<Name>
+  ) => Effect.Effect<boolean, Redis.RedisError, Requirements>
+  <Name extends Redis.KeyName>(
+    sem: Semaphore<Name>,
+    permit: Permit
+  ): Effect.Effect<boolean, Redis.RedisError, Requirements>
+} = dual(
+  (args) => internal.isSemaphore(args[0]),
+  <Name extends Redis.KeyName>(
+    sem: Semaphore<Name>,
+    permit: Permit
+  ): Effect.Effect<boolean, Redis.RedisError, Requirements> => sem.extend(permit)
+)
 
 /**
  * What the scoped forms fail with, besides {@link LeaseLost}: {@link Lock.Failure}.

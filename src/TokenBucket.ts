@@ -111,12 +111,13 @@ export type Entity = Capability.Entity<"TokenBucket">
 export const entity: Entity = internal.entity
 
 /**
- * What an operation needs: `Redis` and the right to write (or read) token buckets.
+ * What an operation needs: `Redis` and the right to write (`Requirements<"write">`, the default) or read
+ * token buckets, as every structure's `Requirements` says it.
  *
  * @since 0.1.0
  * @category capabilities
  */
-export type Requirements<Access extends "read" | "write"> =
+export type Requirements<Access extends "read" | "write" = "write"> =
   | Redis.Redis
   // Spelled out rather than through the `Entity` alias, so that compile errors name the entity.
   | (Access extends "write" ? Capability.Write<Capability.Entity<"TokenBucket">>
@@ -287,6 +288,170 @@ export const make: <Name extends Redis.KeyName = string>(
   capacity: number,
   rate: Rate.Rate
 ) => TokenBucket<Name> = internal.make
+
+/**
+ * {@link TokenBucket.acquire} as a module function,
+ * beside the method `bucket.acquire(name, cost)`.
+ * Dual: `acquire(bucket, name, cost)` or `acquire(name, cost)(bucket)`.
+ *
+ * @since 0.2.0
+ * @category operations
+ */
+export const acquire: {
+  <Name extends Redis.KeyName>(
+    name: Name,
+    cost: number
+  ): (
+    bucket: TokenBucket<Name>
+  ) => Effect.Effect<Admission, Redis.RedisError | Redis.InvalidInput, Requirements<"write">>
+  <Name extends Redis.KeyName>(
+    bucket: TokenBucket<Name>,
+    name: Name,
+    cost: number
+  ): Effect.Effect<Admission, Redis.RedisError | Redis.InvalidInput, Requirements<"write">>
+} = dual(
+  (args) => internal.isTokenBucket(args[0]),
+  <Name extends Redis.KeyName>(
+    bucket: TokenBucket<Name>,
+    name: Name,
+    cost: number
+  ): Effect.Effect<Admission, Redis.RedisError | Redis.InvalidInput, Requirements<"write">> =>
+    bucket.acquire(name, cost)
+)
+
+/**
+ * {@link TokenBucket.reserve} as a module function,
+ * beside the method `bucket.reserve(name, cost, maxWait)`.
+ * Dual: `reserve(bucket, name, cost, maxWait)` or `reserve(name, cost, maxWait)(bucket)`.
+ *
+ * @since 0.2.0
+ * @category operations
+ */
+export const reserve: {
+  <Name extends Redis.KeyName>(
+    name: Name,
+    cost: number,
+    maxWait: Duration.DurationInput
+  ): (
+    bucket: TokenBucket<Name>
+  ) => Effect.Effect<Reservation, Redis.RedisError | Redis.InvalidInput, Requirements<"write">>
+  <Name extends Redis.KeyName>(
+    bucket: TokenBucket<Name>,
+    name: Name,
+    cost: number,
+    maxWait: Duration.DurationInput
+  ): Effect.Effect<Reservation, Redis.RedisError | Redis.InvalidInput, Requirements<"write">>
+} = dual(
+  (args) => internal.isTokenBucket(args[0]),
+  <Name extends Redis.KeyName>(
+    bucket: TokenBucket<Name>,
+    name: Name,
+    cost: number,
+    maxWait: Duration.DurationInput
+  ): Effect.Effect<Reservation, Redis.RedisError | Redis.InvalidInput, Requirements<"write">> =>
+    bucket.reserve(name, cost, maxWait)
+)
+
+/**
+ * {@link TokenBucket.cancel} as a module function,
+ * beside the method `bucket.cancel(name, reservation)`.
+ * Dual: `cancel(bucket, name, reservation)` or `cancel(name, reservation)(bucket)`.
+ *
+ * @since 0.2.0
+ * @category operations
+ */
+export const cancel: {
+  <Name extends Redis.KeyName>(
+    name: Name,
+    reservation: Granted
+  ): (bucket: TokenBucket<Name>) => Effect.Effect<boolean, Redis.RedisError | Redis.InvalidInput, Requirements<"write">>
+  <Name extends Redis.KeyName>(
+    bucket: TokenBucket<Name>,
+    name: Name,
+    reservation: Granted
+  ): Effect.Effect<boolean, Redis.RedisError | Redis.InvalidInput, Requirements<"write">>
+} = dual(
+  (args) => internal.isTokenBucket(args[0]),
+  <Name extends Redis.KeyName>(
+    bucket: TokenBucket<Name>,
+    name: Name,
+    reservation: Granted
+  ): Effect.Effect<boolean, Redis.RedisError | Redis.InvalidInput, Requirements<"write">> =>
+    bucket.cancel(name, reservation)
+)
+
+/**
+ * {@link TokenBucket.refund} as a module function,
+ * beside the method `bucket.refund(name, cost)`.
+ * Dual: `refund(bucket, name, cost)` or `refund(name, cost)(bucket)`.
+ *
+ * @since 0.2.0
+ * @category operations
+ */
+export const refund: {
+  <Name extends Redis.KeyName>(
+    name: Name,
+    cost: number
+  ): (bucket: TokenBucket<Name>) => Effect.Effect<number, Redis.RedisError | Redis.InvalidInput, Requirements<"write">>
+  <Name extends Redis.KeyName>(
+    bucket: TokenBucket<Name>,
+    name: Name,
+    cost: number
+  ): Effect.Effect<number, Redis.RedisError | Redis.InvalidInput, Requirements<"write">>
+} = dual(
+  (args) => internal.isTokenBucket(args[0]),
+  <Name extends Redis.KeyName>(
+    bucket: TokenBucket<Name>,
+    name: Name,
+    cost: number
+  ): Effect.Effect<number, Redis.RedisError | Redis.InvalidInput, Requirements<"write">> => bucket.refund(name, cost)
+)
+
+/**
+ * {@link TokenBucket.reset} as a module function,
+ * beside the method `bucket.reset(name)`. Dual: `reset(bucket, name)` or `reset(name)(bucket)`.
+ *
+ * @since 0.2.0
+ * @category operations
+ */
+export const reset: {
+  <Name extends Redis.KeyName>(
+    name: Name
+  ): (bucket: TokenBucket<Name>) => Effect.Effect<boolean, Redis.RedisError | Redis.InvalidInput, Requirements<"write">>
+  <Name extends Redis.KeyName>(
+    bucket: TokenBucket<Name>,
+    name: Name
+  ): Effect.Effect<boolean, Redis.RedisError | Redis.InvalidInput, Requirements<"write">>
+} = dual(
+  (args) => internal.isTokenBucket(args[0]),
+  <Name extends Redis.KeyName>(
+    bucket: TokenBucket<Name>,
+    name: Name
+  ): Effect.Effect<boolean, Redis.RedisError | Redis.InvalidInput, Requirements<"write">> => bucket.reset(name)
+)
+
+/**
+ * {@link TokenBucket.peek} as a module function,
+ * beside the method `bucket.peek(name)`. Dual: `peek(bucket, name)` or `peek(name)(bucket)`.
+ *
+ * @since 0.2.0
+ * @category operations
+ */
+export const peek: {
+  <Name extends Redis.KeyName>(
+    name: Name
+  ): (bucket: TokenBucket<Name>) => Effect.Effect<number, Redis.RedisError | Redis.InvalidInput, Requirements<"read">>
+  <Name extends Redis.KeyName>(
+    bucket: TokenBucket<Name>,
+    name: Name
+  ): Effect.Effect<number, Redis.RedisError | Redis.InvalidInput, Requirements<"read">>
+} = dual(
+  (args) => internal.isTokenBucket(args[0]),
+  <Name extends Redis.KeyName>(
+    bucket: TokenBucket<Name>,
+    name: Name
+  ): Effect.Effect<number, Redis.RedisError | Redis.InvalidInput, Requirements<"read">> => bucket.peek(name)
+)
 
 /**
  * Options of {@link throttle}.

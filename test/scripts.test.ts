@@ -25,6 +25,7 @@ describe("scripts", () => {
       "FixedWindow.acquire",
       "FixedWindow.acquireMany",
       "FixedWindow.peek",
+      "Lease.withdraw",
       "Limits.acquire",
       "Limits.check",
       "Limits.refund",
@@ -52,7 +53,6 @@ describe("scripts", () => {
       "RwLock.read",
       "RwLock.readExtend",
       "RwLock.readRelease",
-      "RwLock.withdraw",
       "RwLock.write",
       "RwLock.writeExtend",
       "RwLock.writeRelease",
@@ -62,7 +62,6 @@ describe("scripts", () => {
       "Semaphore.extendMany",
       "Semaphore.release",
       "Semaphore.releaseMany",
-      "Semaphore.withdraw",
       "SlidingWindow.acquire",
       "SlidingWindow.acquireMany",
       "SlidingWindow.peek",
@@ -132,6 +131,7 @@ describe("scripts", () => {
   it("time comes from the server: every script that needs it reads TIME, none takes it as an argument", () => {
     // Only token comparisons and relative leases (PX / PEXPIRE, which Redis times itself) need no clock.
     expect(scripts.filter((s) => !s.lua.includes("redis.call('TIME')")).map((s) => s.name).sort()).toEqual([
+      "Lease.withdraw",
       "Pipe.beat",
       "Pipe.close",
       "Pipe.fetch",
@@ -140,9 +140,7 @@ describe("scripts", () => {
       "Pipe.release",
       "Pipe.renew",
       "Pipe.send",
-      "Pipe.sendMany",
-      "RwLock.withdraw",
-      "Semaphore.withdraw"
+      "Pipe.sendMany"
     ])
     // The Lock scripts share their functions; only a grant reads the clock.
     expect(

@@ -18,6 +18,7 @@ import type * as Lock from "../Lock.js"
 import type * as Redis from "../Redis.js"
 import { positive } from "./duration.js"
 import { keepAlive } from "./keepAlive.js"
+import { defineCall, flag } from "./script.js"
 
 /** @internal */
 export class LeaseUnavailable extends Schema.TaggedError<Lock.LeaseUnavailable>("wakuwaku/LeaseUnavailable")(
@@ -44,6 +45,26 @@ export class LeaseLost extends Schema.TaggedError<Lock.LeaseLost>("wakuwaku/Leas
   }
 }
 
+/**
+ * @internal Withdraws a waiter's intent, as RwLock's writers and Semaphore's waiters for n > 1 leave one.
+ * KEYS[1] the intent; ARGV[1] what the waiter left there (a token, or a member `<n>:<token>`). Returns 1 or 0.
+ */
+export const WITHDRAW = defineCall({
+  name: "Lease.withdraw",
+  keys: 1,
+  args: 1,
+  lua: `if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('DEL', KEYS[1])
+return 1
+`,
+  twin: (db, [intent], [left]) => {
+    if (db.get(intent!) !== left) return 0
+    db.del(intent!)
+    return 1
+  },
+  decode: flag
+})
+
 /** @internal `Lock.wait`, its deadline checked now. */
 export const wait = (options: {
   readonly schedule?: Schedule.Schedule<unknown> | undefined
@@ -56,7 +77,8 @@ export const wait = (options: {
 
 /**
  * @internal A fresh token: 128 random bits from `crypto`, base64url. Drawn from a pool refilled 4 KiB
- * at a time, as `crypto.randomUUID` does: a `randomBytes` call per token cost about 6 µs.
+ * at a time, as `crypto.randomUUID` does: a `randomBytes` call per token costs far more (docs/performance.md,
+ * "Figures behind design choices").
  */
 export const secret = (): string => {
   if (poolAt + 16 > pool.length) {

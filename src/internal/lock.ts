@@ -16,7 +16,7 @@ import * as keepAlive from "./keepAlive.js"
 import * as key from "./key.js"
 import * as lease from "./lease.js"
 import * as access from "./redis.js"
-import { define, flag, manyLua, manyTwin, runOn } from "./script.js"
+import { call, defineCall, flag } from "./script.js"
 
 const KIND = "Lock"
 
@@ -72,42 +72,45 @@ const renew: Script.Twin = (db, [owner], [token, leaseMs]) => {
  * @internal Takes the lock if free. KEYS[1] the owner key, KEYS[2] the fence key; ARGV[1] the token,
  * ARGV[2] the lease (ms). Returns the fence (a decimal string) when granted, nil when held. Batched.
  */
-export const ACQUIRE = define({
+export const ACQUIRE = defineCall({
   name: "Lock.acquire",
   keys: 2,
-  lua: `${FUNCTIONS}return grant(KEYS[1], KEYS[2], ARGV[1], ARGV[2])
-`,
+  args: 2,
+  functions: FUNCTIONS,
+  fn: "grant",
   twin: grant,
   decode: fenceReply,
-  many: { lua: `${FUNCTIONS}${manyLua("grant", 2, 2)}`, twin: manyTwin(grant, 2, 2) }
+  batched: true
 })
 
 /**
  * @internal Deletes the lock if the token holds it. KEYS[1] the owner key; ARGV[1] the token. Returns 1 or 0.
  * Batched.
  */
-export const RELEASE = define({
+export const RELEASE = defineCall({
   name: "Lock.release",
   keys: 1,
-  lua: `${FUNCTIONS}return free(KEYS[1], ARGV[1])
-`,
+  args: 1,
+  functions: FUNCTIONS,
+  fn: "free",
   twin: free,
   decode: flag,
-  many: { lua: `${FUNCTIONS}${manyLua("free", 1, 1)}`, twin: manyTwin(free, 1, 1) }
+  batched: true
 })
 
 /**
  * @internal Restarts the lease if the token holds the lock. KEYS[1] the owner key; ARGV[1] the token,
  * ARGV[2] the lease (ms). Returns 1 or 0. Batched.
  */
-export const EXTEND = define({
+export const EXTEND = defineCall({
   name: "Lock.extend",
   keys: 1,
-  lua: `${FUNCTIONS}return renew(KEYS[1], ARGV[1], ARGV[2])
-`,
+  args: 2,
+  functions: FUNCTIONS,
+  fn: "renew",
   twin: renew,
   decode: flag,
-  many: { lua: `${FUNCTIONS}${manyLua("renew", 1, 2)}`, twin: manyTwin(renew, 1, 2) }
+  batched: true
 })
 
 class LockImpl<Name extends Redis.KeyName> implements Lock.Lock<Name> {
@@ -130,15 +133,15 @@ class LockImpl<Name extends Redis.KeyName> implements Lock.Lock<Name> {
     return access.write(entity, (redis) => {
       // A fresh secret each time the Effect runs, not when it is built: one value may run many times.
       const secret = lease.secret()
-      return runOn(redis, ACQUIRE, [owner, fenceKey], [secret, this.leaseMillis]).pipe(
+      return call(redis, ACQUIRE, [owner, fenceKey], [secret, this.leaseMillis]).pipe(
         Effect.map(Option.map((fence): Lock.LockToken =>
           new lease.Token(
             "LockToken",
             this.namespace,
             encoded.right,
             fence,
-            access.write(entity, (redis) => runOn(redis, RELEASE, [owner], [secret])),
-            access.write(entity, (redis) => runOn(redis, EXTEND, [owner], [secret, this.leaseMillis]))
+            access.write(entity, (redis) => call(redis, RELEASE, [owner], [secret])),
+            access.write(entity, (redis) => call(redis, EXTEND, [owner], [secret, this.leaseMillis]))
           ) as Lock.LockToken
         ))
       )

@@ -24,6 +24,7 @@ import { command, side, upper } from "./memory/commands.js"
 import { Db } from "./memory/keyspace.js"
 import { checkKeys, decodedReply, ReplyError, scriptEntry, type ScriptOn } from "./script.js"
 import * as core from "./service.js"
+import { notCount } from "./validate.js"
 
 class StoreImpl implements Redis.MemoryStore {
   readonly [core.MemoryStoreTypeId]: Redis.MemoryStoreTypeId = core.MemoryStoreTypeId
@@ -45,9 +46,8 @@ export const makeStore = (maxKeys?: number): Redis.MemoryStore => {
 
 const validMaxKeys = (maxKeys: number | undefined): number => {
   if (maxKeys === undefined) return Infinity
-  if (!Number.isSafeInteger(maxKeys) || maxKeys < 1) {
-    throw new RangeError(`wakuwaku: memory store maxKeys must be a positive safe integer, got ${String(maxKeys)}`)
-  }
+  const problem = notCount("wakuwaku: memory store maxKeys", maxKeys, 1)
+  if (problem !== undefined) throw new RangeError(problem)
   return maxKeys
 }
 

@@ -23,6 +23,7 @@ import { FUNCTIONS, levelOf, retry, type Shape, shapeOf, store, take } from "./b
 import { MAX_MICROS, waitMillis } from "./duration.js"
 import * as access from "./redis.js"
 import { define, defineOver } from "./script.js"
+import { isCount, isInt, notCount } from "./validate.js"
 
 /** @internal The longest wait of a metered call, its default: 10^11 ms, as `throttle`'s. */
 export const MAX_WAIT = Duration.micros(MAX_MICROS)
@@ -87,8 +88,6 @@ const settleTwin = (
   store(db, key, b, tokens)
   return estimate - actual
 }
-
-const isInt = (u: unknown): u is number => typeof u === "number" && Number.isSafeInteger(u)
 
 const returned = (reply: unknown): Either.Either<number, string> =>
   isInt(reply) && reply >= 0 ? Either.right(reply) : Either.left("the tokens given back (≥ 0)")
@@ -277,8 +276,8 @@ export interface Errors<L, T> {
 
 /** A checked cost: a non-negative safe integer within `capacity` (when given), else the message. */
 const costProblem = (what: string, cost: unknown, capacity?: number): string | undefined =>
-  !isInt(cost) || cost < 0
-    ? `${what} must be a non-negative safe integer, got ${String(cost)}`
+  !isCount(cost, 0)
+    ? notCount(what, cost, 0)
     : capacity !== undefined && cost > capacity
     ? `${what} ${cost} is above the bucket's capacity ${capacity}: it could never be granted (split the call)`
     : undefined

@@ -18,13 +18,12 @@ import { NOW_US } from "./lua.js"
 import * as access from "./redis.js"
 import { define, manyLua, manyTwin, ReplyError } from "./script.js"
 import * as core from "./service.js"
+import { isInt, notCount } from "./validate.js"
 
 const KIND = "RateLimiterStore"
 
 /** @internal */
 export const entity: Store.Entity = Capability.entity(KIND)
-
-const isInt = (u: unknown): u is number => typeof u === "number" && Number.isSafeInteger(u)
 
 /** The longest a window may reach ahead of now, in µs: the bound of every duration the library keeps. */
 const MAX_AHEAD = Number(MAX_MICROS)
@@ -170,10 +169,10 @@ const refillMicros = (refill: unknown, down: boolean): number | string => {
 }
 
 /** Why `value`, the argument `what`, is not a count (a non-negative safe integer), or undefined. */
-const notCount = (value: unknown, what: string): readonly [string, string] | undefined =>
-  isInt(value) && value >= 0
-    ? undefined
-    : [what, `${what} must be a non-negative safe integer, got ${key.preview(value)}`]
+const countProblem = (value: unknown, what: string): readonly [string, string] | undefined => {
+  const problem = notCount(what, value, 0, key.preview)
+  return problem === undefined ? undefined : [what, problem]
+}
 
 type Operation = "fixedWindow" | "tokenBucket"
 
@@ -199,8 +198,8 @@ const keyOf = (prefix: string, name: string): Either.Either<string, string> => {
 const fixedWindow = (prefix: string, redis: Redis.Service): Service["fixedWindow"] => (options) => {
   const k = keyOf(prefix, options.key)
   if (Either.isLeft(k)) return invalid("fixedWindow", "key", k.left)
-  const bad = notCount(options.tokens, "tokens") ??
-    (options.limit === undefined ? undefined : notCount(options.limit, "limit"))
+  const bad = countProblem(options.tokens, "tokens") ??
+    (options.limit === undefined ? undefined : countProblem(options.limit, "limit"))
   if (bad !== undefined) return invalid("fixedWindow", ...bad)
   // Rounded up: the window lasts at least what the contract says, so a wait computed from it is never short.
   const refill = refillMicros(options.refillRate, false)
@@ -212,7 +211,7 @@ const fixedWindow = (prefix: string, redis: Redis.Service): Service["fixedWindow
 const tokenBucket = (prefix: string, redis: Redis.Service): Service["tokenBucket"] => (options) => {
   const k = keyOf(prefix, options.key)
   if (Either.isLeft(k)) return invalid("tokenBucket", "key", k.left)
-  const bad = notCount(options.tokens, "tokens") ?? notCount(options.limit, "limit")
+  const bad = countProblem(options.tokens, "tokens") ?? countProblem(options.limit, "limit")
   if (bad !== undefined) return invalid("tokenBucket", ...bad)
   // Rounded down: the bucket refills at least as fast as the contract says, so a wait computed from it
   // (refillRate × the tokens missing) is never short.

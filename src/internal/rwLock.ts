@@ -15,7 +15,7 @@ import * as key from "./key.js"
 import * as lease from "./lease.js"
 import { NOW_US } from "./lua.js"
 import * as access from "./redis.js"
-import { define, flag, runOn } from "./script.js"
+import { call, defineCall, flag } from "./script.js"
 
 const KIND = "RwLock"
 
@@ -55,9 +55,10 @@ const leaseEnd = (db: Script.Keyspace, leaseMs: string) => db.now + Number(lease
  * KEYS[2] the readers, KEYS[3] the writer intent; ARGV[1] the token, ARGV[2] the lease (ms).
  * Returns 1 when granted, 0 when not.
  */
-export const READ = define({
+export const READ = defineCall({
   name: "RwLock.read",
   keys: 3,
+  args: 2,
   lua: `${NOW_US}${READERS}prune(KEYS[2], now)
 if redis.call('EXISTS', KEYS[1]) == 1 or redis.call('EXISTS', KEYS[3]) == 1 then return 0 end
 redis.call('ZADD', KEYS[2], string.format('%d', now + tonumber(ARGV[2]) * 1000), ARGV[1])
@@ -80,9 +81,10 @@ return 1
  * lease (ms), ARGV[3] "1" to leave an intent when refused, which holds new readers back for a lease
  * (unless another writer's intent is there). Returns the fence (a decimal string), or nil when refused.
  */
-export const WRITE = define({
+export const WRITE = defineCall({
   name: "RwLock.write",
   keys: 4,
+  args: 3,
   lua: `${NOW_US}${READERS}${FENCE_FUNCTION}prune(KEYS[2], now)
 if redis.call('EXISTS', KEYS[1]) == 1 or redis.call('ZCARD', KEYS[2]) > 0 then
   if ARGV[3] == '1' then
@@ -111,26 +113,11 @@ return fence(KEYS[4], now, ARGV[2])
   decode: fenceReply
 })
 
-/** @internal Withdraws a writer's intent. KEYS[1] the intent; ARGV[1] the token. Returns 1 or 0. */
-export const WITHDRAW = define({
-  name: "RwLock.withdraw",
-  keys: 1,
-  lua: `if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
-redis.call('DEL', KEYS[1])
-return 1
-`,
-  twin: (db, [intent], [token]) => {
-    if (db.get(intent!) !== token) return 0
-    db.del(intent!)
-    return 1
-  },
-  decode: flag
-})
-
 /** @internal Ends a read lease. KEYS[1] the readers; ARGV[1] the token. Returns 1, or 0 if it had run out. */
-export const READ_RELEASE = define({
+export const READ_RELEASE = defineCall({
   name: "RwLock.readRelease",
   keys: 1,
+  args: 1,
   lua: `${NOW_US}${READERS}prune(KEYS[1], now)
 return redis.call('ZREM', KEYS[1], ARGV[1])
 `,
@@ -145,9 +132,10 @@ return redis.call('ZREM', KEYS[1], ARGV[1])
  * @internal Restarts a read lease. KEYS[1] the readers; ARGV[1] the token, ARGV[2] the lease (ms).
  * Returns 1, or 0 if it had run out.
  */
-export const READ_EXTEND = define({
+export const READ_EXTEND = defineCall({
   name: "RwLock.readExtend",
   keys: 1,
+  args: 2,
   lua: `${NOW_US}${READERS}prune(KEYS[1], now)
 if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then return 0 end
 redis.call('ZADD', KEYS[1], 'XX', string.format('%d', now + tonumber(ARGV[2]) * 1000), ARGV[1])
@@ -165,9 +153,10 @@ return 1
 })
 
 /** @internal Ends the write lease. KEYS[1] the writer, KEYS[2] the readers; ARGV[1] the token. Returns 1 or 0. */
-export const WRITE_RELEASE = define({
+export const WRITE_RELEASE = defineCall({
   name: "RwLock.writeRelease",
   keys: 2,
+  args: 1,
   lua: `${NOW_US}${READERS}prune(KEYS[2], now)
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 redis.call('DEL', KEYS[1])
@@ -186,9 +175,10 @@ return 1
  * @internal Restarts the write lease. KEYS[1] the writer, KEYS[2] the readers; ARGV[1] the token,
  * ARGV[2] the lease (ms). Returns 1 or 0.
  */
-export const WRITE_EXTEND = define({
+export const WRITE_EXTEND = defineCall({
   name: "RwLock.writeExtend",
   keys: 2,
+  args: 2,
   lua: `${NOW_US}${READERS}prune(KEYS[2], now)
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
@@ -240,7 +230,7 @@ class RwLockImpl<Name extends Redis.KeyName> implements RwLock.RwLock<Name> {
     return access.write(entity, (redis) => {
       // A fresh secret each time the Effect runs, not when it is built: one value may run many times.
       const secret = lease.secret()
-      return runOn(redis, READ, [writer, readers, intent], [secret, this.leaseMillis]).pipe(
+      return call(redis, READ, [writer, readers, intent], [secret, this.leaseMillis]).pipe(
         Effect.map((granted) =>
           granted
             ? Option.some(
@@ -249,8 +239,8 @@ class RwLockImpl<Name extends Redis.KeyName> implements RwLock.RwLock<Name> {
                 this.namespace,
                 encoded,
                 undefined,
-                access.write(entity, (redis) => runOn(redis, READ_RELEASE, [readers], [secret])),
-                access.write(entity, (redis) => runOn(redis, READ_EXTEND, [readers], [secret, this.leaseMillis]))
+                access.write(entity, (redis) => call(redis, READ_RELEASE, [readers], [secret])),
+                access.write(entity, (redis) => call(redis, READ_EXTEND, [readers], [secret, this.leaseMillis]))
               ) as RwLock.ReadToken
             )
             : Option.none()
@@ -272,15 +262,15 @@ class RwLockImpl<Name extends Redis.KeyName> implements RwLock.RwLock<Name> {
     return access.write(
       entity,
       (redis) =>
-        runOn(redis, WRITE, [writer, readers, intent, fence], [secret, this.leaseMillis, intend ? "1" : "0"]).pipe(
+        call(redis, WRITE, [writer, readers, intent, fence], [secret, this.leaseMillis, intend ? "1" : "0"]).pipe(
           Effect.map(Option.map((fence): RwLock.WriteToken =>
             new lease.Token(
               "LockToken",
               this.namespace,
               encoded,
               fence,
-              access.write(entity, (redis) => runOn(redis, WRITE_RELEASE, [writer, readers], [secret])),
-              access.write(entity, (redis) => runOn(redis, WRITE_EXTEND, [writer, readers], [secret, this.leaseMillis]))
+              access.write(entity, (redis) => call(redis, WRITE_RELEASE, [writer, readers], [secret])),
+              access.write(entity, (redis) => call(redis, WRITE_EXTEND, [writer, readers], [secret, this.leaseMillis]))
             ) as RwLock.WriteToken
           ))
         )
@@ -296,7 +286,7 @@ class RwLockImpl<Name extends Redis.KeyName> implements RwLock.RwLock<Name> {
   withdraw(name: Name, secret: string): Effect.Effect<void, never, RwLock.Requirements> {
     const keys = this.keys("withdraw", name)
     if (Either.isLeft(keys)) return Effect.void
-    return access.write(entity, (redis) => Effect.ignore(runOn(redis, WITHDRAW, [keys.right.intent], [secret])))
+    return access.write(entity, (redis) => Effect.ignore(call(redis, lease.WITHDRAW, [keys.right.intent], [secret])))
   }
 
   toString() {

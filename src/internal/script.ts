@@ -99,6 +99,65 @@ export const defineOver = <A = unknown>(options: Script.Options<A> & { readonly 
   return script
 }
 
+/** @internal A tuple of exactly `N` strings. */
+export type Strings<N extends number, T extends ReadonlyArray<string> = readonly []> = T["length"] extends N ? T
+  : Strings<N, readonly [...T, string]>
+
+declare const Counts: unique symbol
+
+/**
+ * @internal A script with its KEYS and ARGV counts in its type, stated once where it is defined:
+ * {@link call} takes exactly that many keys and arguments (a compile error otherwise).
+ */
+export interface Call<A, K extends number, V extends number> extends Script.Script<A> {
+  readonly [Counts]?: { readonly keys: K; readonly args: V }
+}
+
+/**
+ * @internal {@link define} of a script call, its KEYS and ARGV counts stated once. Either its whole
+ * `lua`, or the Lua `functions` its module shares and the one `fn` it calls with KEYS[1..keys] and
+ * ARGV[1..args], in which case `batched` also defines its `many` variant (manyLua and manyTwin).
+ */
+export const defineCall = <A, const K extends number, const V extends number>(
+  options:
+    & {
+      readonly name: string
+      readonly keys: K
+      readonly args: V
+      readonly twin: Script.Twin
+      readonly decode: (reply: unknown) => Either.Either<A, string>
+    }
+    & (
+      | { readonly lua: string }
+      | { readonly functions: string; readonly fn: string; readonly batched?: boolean | undefined }
+    )
+): Call<A, K, V> => {
+  const { args, decode, keys, name, twin } = options
+  if ("lua" in options) return define({ name, keys, lua: options.lua, twin, decode })
+  const params = [
+    ...Array.from({ length: keys }, (_, i) => `KEYS[${i + 1}]`),
+    ...Array.from({ length: args }, (_, i) => `ARGV[${i + 1}]`)
+  ]
+  return define({
+    name,
+    keys,
+    lua: `${options.functions}return ${options.fn}(${params.join(", ")})\n`,
+    twin,
+    decode,
+    many: options.batched === true
+      ? { lua: `${options.functions}${manyLua(options.fn, keys, args)}`, twin: manyTwin(twin, keys, args) }
+      : undefined
+  })
+}
+
+/** @internal Runs a {@link Call} on `redis`, with exactly its KEYS and ARGV. */
+export const call = <A, K extends number, V extends number>(
+  redis: Redis.Service,
+  script: Call<A, K, V>,
+  keys: Strings<K>,
+  args: Strings<V>
+): Effect.Effect<A, Redis.RedisError> => redis.script(script, keys, args)
+
 /** @internal Every script the library's modules loaded so far have defined (their `many` variants apart). */
 export const registered = (): ReadonlyArray<Script.Script<unknown>> => [...library]
 

@@ -1,6 +1,6 @@
 /**
- * @internal Semaphore: its scripts (acquire, release and extend, each batched, and withdraw), the semaphore
- * value, and its scoped form.
+ * @internal Semaphore: its scripts (acquire, release and extend, each batched; the withdraw of an intent is
+ * lease.ts's), the semaphore value, and its scoped form.
  */
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -19,8 +19,9 @@ import * as keepAlive from "./keepAlive.js"
 import * as key from "./key.js"
 import * as lease from "./lease.js"
 import * as access from "./redis.js"
-import { define, flag, manyLua, manyTwin, runOn } from "./script.js"
+import { call, defineCall, flag, type Strings } from "./script.js"
 import * as core from "./service.js"
+import { notCount } from "./validate.js"
 
 const KIND = "Semaphore"
 
@@ -168,58 +169,45 @@ const renew: Script.Twin = (db, [holders], [member, leaseMs]) => {
  * intent when refused (a waiter for n > 1). Returns the fence (a decimal string) when granted, nil when
  * refused. Batched.
  */
-export const ACQUIRE = define({
+export const ACQUIRE = defineCall({
   name: "Semaphore.acquire",
   keys: 3,
-  lua: `${FUNCTIONS}return acquire(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[3], ARGV[4])
-`,
+  args: 4,
+  functions: FUNCTIONS,
+  fn: "acquire",
   twin: acquire,
   decode: fenceReply,
-  many: { lua: `${FUNCTIONS}${manyLua("acquire", 3, 4)}`, twin: manyTwin(acquire, 3, 4) }
+  batched: true
 })
 
 /**
  * @internal Gives a live holder's permits back. KEYS[1] the holders; ARGV[1] the member `<n>:<token>`.
  * Returns 1, or 0 if its lease had ended. Batched.
  */
-export const RELEASE = define({
+export const RELEASE = defineCall({
   name: "Semaphore.release",
   keys: 1,
-  lua: `${FUNCTIONS}return free(KEYS[1], ARGV[1])
-`,
+  args: 1,
+  functions: FUNCTIONS,
+  fn: "free",
   twin: free,
   decode: flag,
-  many: { lua: `${FUNCTIONS}${manyLua("free", 1, 1)}`, twin: manyTwin(free, 1, 1) }
+  batched: true
 })
 
 /**
  * @internal Restarts a live holder's lease. KEYS[1] the holders; ARGV[1] the member `<n>:<token>`,
  * ARGV[2] the lease (ms). Returns 1, or 0 if it had ended. Batched.
  */
-export const EXTEND = define({
+export const EXTEND = defineCall({
   name: "Semaphore.extend",
   keys: 1,
-  lua: `${FUNCTIONS}return renew(KEYS[1], ARGV[1], ARGV[2])
-`,
+  args: 2,
+  functions: FUNCTIONS,
+  fn: "renew",
   twin: renew,
   decode: flag,
-  many: { lua: `${FUNCTIONS}${manyLua("renew", 1, 2)}`, twin: manyTwin(renew, 1, 2) }
-})
-
-/** @internal Withdraws a waiter's intent. KEYS[1] the intent; ARGV[1] the member `<n>:<token>`. Returns 1 or 0. */
-export const WITHDRAW = define({
-  name: "Semaphore.withdraw",
-  keys: 1,
-  lua: `if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
-redis.call('DEL', KEYS[1])
-return 1
-`,
-  twin: (db, [intent], [member]) => {
-    if (db.get(intent!) !== member) return 0
-    db.del(intent!)
-    return 1
-  },
-  decode: flag
+  batched: true
 })
 
 /**
@@ -245,10 +233,10 @@ export class Permit implements lease.Lease<Semaphore.Requirements>, Inspectable.
     Object.freeze(this)
   }
   get release(): Effect.Effect<boolean, Redis.RedisError, Semaphore.Requirements> {
-    return access.write(entity, (redis) => runOn(redis, RELEASE, this.#keys.holders, [this.#member]))
+    return access.write(entity, (redis) => call(redis, RELEASE, this.#keys.holders, [this.#member]))
   }
   get extend(): Effect.Effect<boolean, Redis.RedisError, Semaphore.Requirements> {
-    return access.write(entity, (redis) => runOn(redis, EXTEND, this.#keys.holders, [this.#member, this.#leaseMillis]))
+    return access.write(entity, (redis) => call(redis, EXTEND, this.#keys.holders, [this.#member, this.#leaseMillis]))
   }
   toJSON() {
     return {
@@ -271,11 +259,11 @@ export class Permit implements lease.Lease<Semaphore.Requirements>, Inspectable.
 interface Keys {
   readonly name: string
   /** The holders, the intent, the fence. */
-  readonly acquire: ReadonlyArray<string>
+  readonly acquire: Strings<3>
   /** The holders alone. */
-  readonly holders: ReadonlyArray<string>
+  readonly holders: Strings<1>
   /** The intent alone. */
-  readonly intent: ReadonlyArray<string>
+  readonly intent: Strings<1>
 }
 
 class SemaphoreImpl<Name extends Redis.KeyName> implements Semaphore.Semaphore<Name> {
@@ -292,15 +280,11 @@ class SemaphoreImpl<Name extends Redis.KeyName> implements Semaphore.Semaphore<N
 
   /** The keys of `name`, or why `name` or `n` is bad input. */
   keys(operation: string, name: Name, n: number): Either.Either<Keys, Redis.InvalidInput> {
-    if (typeof n !== "number" || !Number.isSafeInteger(n) || n < 1 || n > this.permits) {
+    const problem = notCount("n", n, 1, show) ??
+      (n > this.permits ? `n must be at most the ${this.permits} permits of a name, got ${n}` : undefined)
+    if (problem !== undefined) {
       return Either.left(
-        new core.InvalidInput({
-          operation: `${this.label}.${operation}`,
-          argument: "n",
-          message: typeof n === "number" && Number.isSafeInteger(n) && n > this.permits
-            ? `n must be at most the ${this.permits} permits of a name, got ${n}`
-            : `n must be a positive safe integer, got ${show(n)}`
-        })
+        new core.InvalidInput({ operation: `${this.label}.${operation}`, argument: "n", message: problem })
       )
     }
     return Either.map(key.encodeNameOf(this.label, operation, name), (encoded) => {
@@ -330,7 +314,7 @@ class SemaphoreImpl<Name extends Redis.KeyName> implements Semaphore.Semaphore<N
     return access.write(entity, (redis) => {
       const member = prefix + secret()
       return Effect.map(
-        runOn(redis, ACQUIRE, keys.acquire, [member, this.permitsArg, this.leaseMillis, flag]),
+        call(redis, ACQUIRE, keys.acquire, [member, this.permitsArg, this.leaseMillis, flag]),
         (fence) =>
           Option.isNone(fence)
             ? Option.none()
@@ -357,7 +341,7 @@ class SemaphoreImpl<Name extends Redis.KeyName> implements Semaphore.Semaphore<N
 
   /** Withdraws the intent `member` may have left. */
   withdraw(keys: Keys, member: string): Effect.Effect<void, never, Semaphore.Requirements> {
-    return access.write(entity, (redis) => Effect.ignore(runOn(redis, WITHDRAW, keys.intent, [member])))
+    return access.write(entity, (redis) => Effect.ignore(call(redis, lease.WITHDRAW, keys.intent, [member])))
   }
 
   toString() {
@@ -379,11 +363,8 @@ export const make = <Name extends Redis.KeyName>(
   ttl: Duration.DurationInput
 ): Semaphore.Semaphore<Name> => {
   key.validateNamespace(KIND, namespace)
-  if (typeof permits !== "number" || !Number.isSafeInteger(permits) || permits < 1) {
-    throw new RangeError(
-      `wakuwaku: Semaphore(${namespace}) permits must be a positive safe integer, got ${show(permits)}`
-    )
-  }
+  const problem = notCount(`wakuwaku: Semaphore(${namespace}) permits`, permits, 1, show)
+  if (problem !== undefined) throw new RangeError(problem)
   return new SemaphoreImpl<Name>(namespace, permits, bounded(ttl, `Semaphore(${namespace}) ttl`))
 }
 

@@ -118,6 +118,11 @@ end
 local w = window(ARGV[1])
 return math.max(0, w.limit - used(KEYS[1], now - math.fmod(now, w.size)))
 
+-- Lease.withdraw: KEYS 1; sha1 182d787039319d8585f2c02e2ac1cf0a449f5c99
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('DEL', KEYS[1])
+return 1
+
 -- Limits.acquire: KEYS 1 per item (items decided together), 1 shared ARGV; sha1 8ac62426ecfc74ccb5f71cf7e6410b0e58629255
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -1718,11 +1723,6 @@ end
 prune(KEYS[1], now)
 return redis.call('ZREM', KEYS[1], ARGV[1])
 
--- RwLock.withdraw: KEYS 1; sha1 182d787039319d8585f2c02e2ac1cf0a449f5c99
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
-redis.call('DEL', KEYS[1])
-return 1
-
 -- RwLock.write: KEYS 4; sha1 b6312c2d2f00954f85231efc0f0cf1d0b53557af
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -2212,11 +2212,6 @@ for i = 1, #KEYS / 1 do
   end
 end
 return replies
-
--- Semaphore.withdraw: KEYS 1; sha1 182d787039319d8585f2c02e2ac1cf0a449f5c99
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
-redis.call('DEL', KEYS[1])
-return 1
 
 -- SlidingWindow.acquire: KEYS 1; sha1 e2a200afa6aa266c83e03bfb735558e60ceb4063
 local t = redis.call('TIME')

@@ -2,8 +2,8 @@
  * @internal Batching of script calls: calls of a script with a `many` variant, made while others are in
  * flight on the connection, are queued and sent as one call of `many` once the event loop has run the
  * callbacks it is running (`setImmediate`, not a microtask: an HTTP server gets each request in an I/O
- * callback of its own, and those of one poll phase then go together: a sixth of the calls under
- * `wrk -c32` through `wakuwaku proxy --redis`, 13% less CPU per request). On a cluster, one call per hash
+ * callback of its own, and those of one poll phase then go together: fewer calls, less CPU per request;
+ * docs/performance.md, "Figures behind design choices", has the figures). On a cluster, one call per hash
  * slot; only calls whose `shared` leading ARGV are equal go together, and those ARGV go once. The reply
  * holds one reply (or error) per call, in order, each decoded by the script's decoder. A call on an idle
  * connection is sent at once, as the script itself.
@@ -11,7 +11,7 @@
  * **Interruption.** A call whose fiber is interrupted before its batch is sent is left out of it: at flush
  * time the batcher asks each waiting fiber whether it has been interrupted (in an interruptible region),
  * which is when Effect would have run a canceler. No canceler is registered per call: Effect runs each
- * one inside `onInterrupt`, which cost about 3 µs of CPU per call, most of it garbage. (A fiber runtime
+ * one inside `onInterrupt`, which cost CPU per call, most of it garbage (docs/performance.md). (A fiber runtime
  * without the check falls back to a canceler per call.) A call interrupted after its batch is sent may
  * have run on the server: its reply is dropped.
  */
@@ -249,9 +249,7 @@ const scriptError = (script: Script.Script<unknown>, cause: Error) => {
 
 /**
  * Calls per batch. A full batch goes at once, so with many calls in flight several batches are in
- * flight together and Node builds one while Redis runs another. Measured (docs/benchmarks.md): with
- * 64 lock round trips in flight, batches of 64 made Node and Redis take turns (0.90× redis-semaphore)
- * where 32 overlapped them (1.14×); with 256 acquires in flight, all 256 in one call took turns
- * (43 000/s) and 16 paid too much per call.
+ * flight together and Node builds one while Redis runs another. Larger batches made Node and Redis take
+ * turns, smaller ones paid too much per call (docs/performance.md, "Figures behind design choices").
  */
 const MAX_BATCH = 32

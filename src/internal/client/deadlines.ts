@@ -4,9 +4,9 @@
  * @internal Command deadlines, kept by the service rather than by ioredis (whose `commandTimeout` arms a
  * timer per command, batched or not): one Node timer per request the service sends, which for batched
  * scripts is one per batch. Node keeps the timers of one duration in one list, so arming and clearing
- * are constant time. Measured (docs/performance.md): a queue of deadlines swept by one interval cost
- * 3–4 µs of CPU per batched acquire, nearly all of it garbage collection (the requests it referenced
- * survived young-generation collections), where a timer per request costs next to nothing.
+ * are constant time. A queue of deadlines swept by one interval cost CPU per batched acquire, nearly all of
+ * it garbage collection (the requests it referenced survived young-generation collections), where a timer
+ * per request costs next to nothing (docs/performance.md, "Figures behind design choices").
  */
 export class Deadlines {
   constructor(readonly timeout: number) {}

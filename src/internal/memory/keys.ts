@@ -4,9 +4,8 @@
  * recently written key, and sweep expired keys a bounded number at a time.
  *
  * - The keys are split by a seeded hash into {@link SHARDS} Maps. V8 rebuilds a whole Map at once when it
- *   grows or when the slots of deleted keys fill it: with new keys replacing old ones in a Map of
- *   100 000, the one insert that rebuilt it took 47 to 114 ms of CPU here (the collection it set off
- *   included), and 0.1 to 0.2 ms in a Map of 1563 (100 000 / 64). The seed is random per store, so
+ *   grows or when the slots of deleted keys fill it, and that one insert's pause grows with the Map
+ *   (docs/performance.md, "Figures behind design choices"). The seed is random per store, so
  *   names chosen by a client cannot be aimed at one Map.
  * - Each write numbers its entry (`seq`); each Map keeps its keys in write order, so the least recently
  *   written key is the head of one of them: the one with the lowest `seq`.
