@@ -86,6 +86,19 @@ forEachBackend("Limits.acquire with shadow limits", (it, backend) => {
       expect([yield* enforced.peek("bob"), yield* strict.peek("bob")]).toEqual([5, 2])
     }))
 
+  it.effect("a would-be denial is set on the current span: wakuwaku.shadow.would_deny names the policies", () =>
+    Effect.gen(function*() {
+      const enforced = TokenBucket.make<string>(freshNamespace("e"), 5, Rate.make(1, "1000 seconds"))
+      const strict = TokenBucket.make<string>(freshNamespace("s"), 1, Rate.make(1, "1000 seconds"))
+      const list = [enforced, Limits.shadow(strict)] as const
+      const attribute = (effect: Effect.Effect<unknown, unknown, Redis.Redis>) =>
+        Effect.flatMap(effect, () => Effect.map(Effect.currentSpan, (span) => span.attributes.get(
+          "wakuwaku.shadow.would_deny"
+        ))).pipe(Effect.withSpan("request"))
+      expect(yield* attribute(Limits.acquire(list, "n"))).toBeUndefined()
+      expect(yield* attribute(Limits.acquire(list, "n"))).toEqual([strict.namespace])
+    }))
+
   it.effect("the enforced limit denies: nothing is spent anywhere, and the shadow says nothing", () =>
     Effect.gen(function*() {
       const enforced = TokenBucket.make<string>(freshNamespace("tight"), 1, Rate.make(1, "1000 seconds"))
