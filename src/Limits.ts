@@ -293,7 +293,10 @@ export interface Decision<L extends ReadonlyArray<unknown> = ReadonlyArray<unkno
  * @since 0.2.0
  * @category combinators
  */
-export const acquire = <const L extends readonly [Limit<Name>, ...ReadonlyArray<Limit<Name>>], Name extends Redis.KeyName>(
+export const acquire = <
+  const L extends readonly [Limit<Name>, ...ReadonlyArray<Limit<Name>>],
+  Name extends Redis.KeyName
+>(
   limits_: L,
   name: Name,
   cost: number = 1

@@ -92,9 +92,11 @@ forEachBackend("Limits.acquire with shadow limits", (it, backend) => {
       const strict = TokenBucket.make<string>(freshNamespace("s"), 1, Rate.make(1, "1000 seconds"))
       const list = [enforced, Limits.shadow(strict)] as const
       const attribute = (effect: Effect.Effect<unknown, unknown, Redis.Redis>) =>
-        Effect.flatMap(effect, () => Effect.map(Effect.currentSpan, (span) => span.attributes.get(
-          "wakuwaku.shadow.would_deny"
-        ))).pipe(Effect.withSpan("request"))
+        Effect.flatMap(effect, () =>
+          Effect.map(Effect.currentSpan, (span) =>
+            span.attributes.get(
+              "wakuwaku.shadow.would_deny"
+            ))).pipe(Effect.withSpan("request"))
       expect(yield* attribute(Limits.acquire(list, "n"))).toBeUndefined()
       expect(yield* attribute(Limits.acquire(list, "n"))).toEqual([strict.namespace])
     }))
@@ -143,7 +145,9 @@ forEachBackend("Limits.acquire with shadow limits", (it, backend) => {
       expect(empty.message).toBe("limits must be a non-empty list of limiters (and shadow limits)")
       const strange = yield* Effect.flip(Limits.acquire([bucket, { namespace: "x" }] as never, "n"))
       expect(strange.message).toContain("the one at index 1 is not")
-      const cost = yield* Effect.flip(Limits.acquire([bucket, Limits.shadow(FixedWindow.make("w", 1, "1 hour"))], "n", -1))
+      const cost = yield* Effect.flip(
+        Limits.acquire([bucket, Limits.shadow(FixedWindow.make("w", 1, "1 hour"))], "n", -1)
+      )
       expect([cost._tag, cost.argument]).toEqual(["InvalidInput", "cost"])
       expect(yield* command("EXISTS", keyOf(bucket, "n"))).toBe(0)
       expect(() => Limits.shadow({ namespace: "x" } as never)).toThrow(TypeError)
@@ -187,25 +191,28 @@ describe("Limits.acquire with shadow limits on a Redis Cluster: the per-slot rul
       }).pipe(Effect.provide(ClusterLive))
   )
 
-  plain.effect("keys in several slots: a shadow that would deny spends nothing and needs no refund", () =>
-    Effect.gen(function*() {
-      const enforced = TokenBucket.make<string>(freshNamespace("e"), 9, Rate.make(1, "1000 seconds"))
-      const strict = TokenBucket.make<string>(freshNamespace("s"), 1, Rate.make(1, "1000 seconds"))
-      const blocker = TokenBucket.make<string>(freshNamespace("b"), 1, Rate.make(1, "1000 seconds"))
-      let name = "m0"
-      for (let i = 0; new Set([enforced, strict, blocker].map((l) => keySlot(keyOf(l, name)))).size < 3; i++) {
-        name = `m${i}`
-      }
-      const store = yield* counting
-      const run = Limits.acquire([enforced, Limits.shadow(strict), blocker], name).pipe(Effect.provide(store.layer))
-      yield* run
-      store.calls.length = 0
-      // The blocker denies: the enforced group that spent is refunded; the shadow, which would deny, spent nothing.
-      const denied = yield* run
-      expect(denied.allowed).toBe(false)
-      expect(store.calls.sort()).toEqual(["Limits.acquire", "Limits.acquire", "Limits.acquire", "Limits.refund"])
-      expect([yield* enforced.peek(name), yield* strict.peek(name), yield* blocker.peek(name)]).toEqual([8, 0, 0])
-    }).pipe(Effect.provide(ClusterLive)))
+  plain.effect(
+    "keys in several slots: a shadow that would deny spends nothing and needs no refund",
+    () =>
+      Effect.gen(function*() {
+        const enforced = TokenBucket.make<string>(freshNamespace("e"), 9, Rate.make(1, "1000 seconds"))
+        const strict = TokenBucket.make<string>(freshNamespace("s"), 1, Rate.make(1, "1000 seconds"))
+        const blocker = TokenBucket.make<string>(freshNamespace("b"), 1, Rate.make(1, "1000 seconds"))
+        let name = "m0"
+        for (let i = 0; new Set([enforced, strict, blocker].map((l) => keySlot(keyOf(l, name)))).size < 3; i++) {
+          name = `m${i}`
+        }
+        const store = yield* counting
+        const run = Limits.acquire([enforced, Limits.shadow(strict), blocker], name).pipe(Effect.provide(store.layer))
+        yield* run
+        store.calls.length = 0
+        // The blocker denies: the enforced group that spent is refunded; the shadow, which would deny, spent nothing.
+        const denied = yield* run
+        expect(denied.allowed).toBe(false)
+        expect(store.calls.sort()).toEqual(["Limits.acquire", "Limits.acquire", "Limits.acquire", "Limits.refund"])
+        expect([yield* enforced.peek(name), yield* strict.peek(name), yield* blocker.peek(name)]).toEqual([8, 0, 0])
+      }).pipe(Effect.provide(ClusterLive))
+  )
 })
 
 /** A clock the test moves (µs). */
@@ -231,56 +238,59 @@ const stored = (key: string) =>
       : Effect.zip(command("GET", key), command("PTTL", key)))
 
 describe("Limits.acquire: the enforced decision is what it is without the shadow (differential, twin stores)", () => {
-  plain("random requests against [enforced] and [enforced, shadow]: the same decisions, admissions, state", async () => {
-    const kinds = fc.constantFrom("T", "W", "S")
-    const make = (kind: string, ns: string, quota: number): Limiter =>
-      kind === "T"
-        ? TokenBucket.make<string>(ns, quota, Rate.make(1, "2 seconds"))
-        : kind === "W"
-        ? FixedWindow.make<string>(ns, quota, "3 seconds")
-        : SlidingWindow.make<string>(ns, quota, "3 seconds")
-    await fc.assert(
-      fc.asyncProperty(
-        fc.array(fc.tuple(kinds, fc.integer({ min: 1, max: 4 })), { minLength: 1, maxLength: 2 }),
-        fc.tuple(kinds, fc.integer({ min: 1, max: 3 })),
-        fc.array(
-          fc.record({
-            name: fc.constantFrom("a", "b"),
-            cost: fc.integer({ min: 0, max: 4 }),
-            wait: fc.integer({ min: 0, max: 8 })
-          }),
-          { minLength: 1, maxLength: 25 }
-        ),
-        async (enforcedSpecs, [shadowKind, shadowQuota], ops) => {
-          const enforced = enforcedSpecs.map(([kind, quota], i) => make(kind, `e${i}`, quota))
-          const strict = make(shadowKind, "shadow", shadowQuota)
-          const [first, ...rest] = enforced
-          const { advance, clock } = manualClock()
-          await Effect.gen(function*() {
-            const storeA = Redis.layerMemory()
-            const storeB = Redis.layerMemory()
-            const a = yield* Layer.build(storeA)
-            const b = yield* Layer.build(storeB)
-            for (const op of ops) {
-              advance(op.wait * 250_000)
-              const without = yield* Limits.acquire([first!, ...rest], op.name, op.cost).pipe(Effect.provide(a))
-              const withShadow = yield* Limits.acquire([first!, ...rest, Limits.shadow(strict)], op.name, op.cost)
-                .pipe(Effect.provide(b))
-              expect(withShadow.allowed).toBe(without.allowed)
-              expect(plainAdmissions(withShadow).slice(0, enforced.length)).toEqual(plainAdmissions(without))
-              if (!withShadow.allowed) expect(withShadow.wouldDeny).toEqual([])
-              for (const l of enforced) {
-                for (const name of ["a", "b"]) {
-                  expect(yield* stored(keyOf(l, name)).pipe(Effect.provide(b))).toEqual(
-                    yield* stored(keyOf(l, name)).pipe(Effect.provide(a))
-                  )
+  plain(
+    "random requests against [enforced] and [enforced, shadow]: the same decisions, admissions, state",
+    async () => {
+      const kinds = fc.constantFrom("T", "W", "S")
+      const make = (kind: string, ns: string, quota: number): Limiter =>
+        kind === "T"
+          ? TokenBucket.make<string>(ns, quota, Rate.make(1, "2 seconds"))
+          : kind === "W"
+          ? FixedWindow.make<string>(ns, quota, "3 seconds")
+          : SlidingWindow.make<string>(ns, quota, "3 seconds")
+      await fc.assert(
+        fc.asyncProperty(
+          fc.array(fc.tuple(kinds, fc.integer({ min: 1, max: 4 })), { minLength: 1, maxLength: 2 }),
+          fc.tuple(kinds, fc.integer({ min: 1, max: 3 })),
+          fc.array(
+            fc.record({
+              name: fc.constantFrom("a", "b"),
+              cost: fc.integer({ min: 0, max: 4 }),
+              wait: fc.integer({ min: 0, max: 8 })
+            }),
+            { minLength: 1, maxLength: 25 }
+          ),
+          async (enforcedSpecs, [shadowKind, shadowQuota], ops) => {
+            const enforced = enforcedSpecs.map(([kind, quota], i) => make(kind, `e${i}`, quota))
+            const strict = make(shadowKind, "shadow", shadowQuota)
+            const [first, ...rest] = enforced
+            const { advance, clock } = manualClock()
+            await Effect.gen(function*() {
+              const storeA = Redis.layerMemory()
+              const storeB = Redis.layerMemory()
+              const a = yield* Layer.build(storeA)
+              const b = yield* Layer.build(storeB)
+              for (const op of ops) {
+                advance(op.wait * 250_000)
+                const without = yield* Limits.acquire([first!, ...rest], op.name, op.cost).pipe(Effect.provide(a))
+                const withShadow = yield* Limits.acquire([first!, ...rest, Limits.shadow(strict)], op.name, op.cost)
+                  .pipe(Effect.provide(b))
+                expect(withShadow.allowed).toBe(without.allowed)
+                expect(plainAdmissions(withShadow).slice(0, enforced.length)).toEqual(plainAdmissions(without))
+                if (!withShadow.allowed) expect(withShadow.wouldDeny).toEqual([])
+                for (const l of enforced) {
+                  for (const name of ["a", "b"]) {
+                    expect(yield* stored(keyOf(l, name)).pipe(Effect.provide(b))).toEqual(
+                      yield* stored(keyOf(l, name)).pipe(Effect.provide(a))
+                    )
+                  }
                 }
               }
-            }
-          }).pipe(Effect.scoped, Effect.withClock(clock), Effect.runPromise)
-        }
-      ),
-      { numRuns: 150 }
-    )
-  })
+            }).pipe(Effect.scoped, Effect.withClock(clock), Effect.runPromise)
+          }
+        ),
+        { numRuns: 150 }
+      )
+    }
+  )
 })

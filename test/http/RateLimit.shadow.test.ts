@@ -59,69 +59,72 @@ const wire = (field: string, verdict: decision.Verdict) => {
 }
 
 describe("RateLimit: the enforced verdict is what it is without the shadow (differential, twin stores)", () => {
-  plain("random requests and costs against [enforced] and [enforced, shadow]: the same verdicts, fields, state", async () => {
-    const kinds = fc.constantFrom("T", "W", "S")
-    const make = (kind: string, ns: string, quota: number): Limiter =>
-      kind === "T"
-        ? TokenBucket.make<string>(ns, quota, Rate.make(1, "2 seconds"))
-        : kind === "W"
-        ? FixedWindow.make<string>(ns, quota, "3 seconds")
-        : SlidingWindow.make<string>(ns, quota, "3 seconds")
-    await fc.assert(
-      fc.asyncProperty(
-        fc.array(fc.tuple(kinds, fc.integer({ min: 1, max: 4 })), { minLength: 1, maxLength: 2 }),
-        fc.tuple(kinds, fc.integer({ min: 1, max: 3 })),
-        fc.array(
-          fc.record({
-            name: fc.constantFrom("a", "b"),
-            cost: fc.integer({ min: 0, max: 5 }),
-            wait: fc.integer({ min: 0, max: 8 })
-          }),
-          { minLength: 1, maxLength: 25 }
-        ),
-        async (enforcedSpecs, [shadowKind, shadowQuota], ops) => {
-          const enforced = enforcedSpecs.map(([kind, quota], i) => make(kind, `e${i}`, quota))
-          const strict = make(shadowKind, "shadow", shadowQuota)
-          const one = enforced.length === 1 ? enforced[0]! : enforced
-          const without = decision.make({ limiter: one, onStoreFailure: "fail-closed", rememberDenials: 8 })
-          const withShadow = decision.make({
-            limiter: [...enforced, RateLimit.shadow(strict)],
-            onStoreFailure: "fail-closed",
-            rememberDenials: 8
-          })
-          const { advance, clock } = manualClock()
-          await Effect.gen(function*() {
-            const a = yield* Layer.build(Redis.layerMemory())
-            const b = yield* Layer.build(Redis.layerMemory())
-            for (const op of ops) {
-              advance(op.wait * 250_000)
-              const recalledA = without.recall(op.name, op.cost)
-              const recalledB = withShadow.recall(op.name, op.cost)
-              expect(recalledB === undefined).toBe(recalledA === undefined)
-              if (recalledA !== undefined) {
-                expect(wire(withShadow.field, recalledB!)).toEqual(wire(without.field, recalledA))
-                continue
-              }
-              const va = yield* without.decide(op.name, op.cost).pipe(Effect.provide(a))
-              const vb = yield* withShadow.decide(op.name, op.cost).pipe(Effect.provide(b))
-              expect(wire(withShadow.field, vb)).toEqual(wire(without.field, va))
-              if (!vb.pass) expect(vb.wouldDeny).toEqual([])
-              for (const l of enforced) {
-                for (const name of ["a", "b"]) {
-                  expect(yield* stored(keyOf(l, name)).pipe(Effect.provide(b))).toEqual(
-                    yield* stored(keyOf(l, name)).pipe(Effect.provide(a))
-                  )
+  plain(
+    "random requests and costs against [enforced] and [enforced, shadow]: the same verdicts, fields, state",
+    async () => {
+      const kinds = fc.constantFrom("T", "W", "S")
+      const make = (kind: string, ns: string, quota: number): Limiter =>
+        kind === "T"
+          ? TokenBucket.make<string>(ns, quota, Rate.make(1, "2 seconds"))
+          : kind === "W"
+          ? FixedWindow.make<string>(ns, quota, "3 seconds")
+          : SlidingWindow.make<string>(ns, quota, "3 seconds")
+      await fc.assert(
+        fc.asyncProperty(
+          fc.array(fc.tuple(kinds, fc.integer({ min: 1, max: 4 })), { minLength: 1, maxLength: 2 }),
+          fc.tuple(kinds, fc.integer({ min: 1, max: 3 })),
+          fc.array(
+            fc.record({
+              name: fc.constantFrom("a", "b"),
+              cost: fc.integer({ min: 0, max: 5 }),
+              wait: fc.integer({ min: 0, max: 8 })
+            }),
+            { minLength: 1, maxLength: 25 }
+          ),
+          async (enforcedSpecs, [shadowKind, shadowQuota], ops) => {
+            const enforced = enforcedSpecs.map(([kind, quota], i) => make(kind, `e${i}`, quota))
+            const strict = make(shadowKind, "shadow", shadowQuota)
+            const one = enforced.length === 1 ? enforced[0]! : enforced
+            const without = decision.make({ limiter: one, onStoreFailure: "fail-closed", rememberDenials: 8 })
+            const withShadow = decision.make({
+              limiter: [...enforced, RateLimit.shadow(strict)],
+              onStoreFailure: "fail-closed",
+              rememberDenials: 8
+            })
+            const { advance, clock } = manualClock()
+            await Effect.gen(function*() {
+              const a = yield* Layer.build(Redis.layerMemory())
+              const b = yield* Layer.build(Redis.layerMemory())
+              for (const op of ops) {
+                advance(op.wait * 250_000)
+                const recalledA = without.recall(op.name, op.cost)
+                const recalledB = withShadow.recall(op.name, op.cost)
+                expect(recalledB === undefined).toBe(recalledA === undefined)
+                if (recalledA !== undefined) {
+                  expect(wire(withShadow.field, recalledB!)).toEqual(wire(without.field, recalledA))
+                  continue
+                }
+                const va = yield* without.decide(op.name, op.cost).pipe(Effect.provide(a))
+                const vb = yield* withShadow.decide(op.name, op.cost).pipe(Effect.provide(b))
+                expect(wire(withShadow.field, vb)).toEqual(wire(without.field, va))
+                if (!vb.pass) expect(vb.wouldDeny).toEqual([])
+                for (const l of enforced) {
+                  for (const name of ["a", "b"]) {
+                    expect(yield* stored(keyOf(l, name)).pipe(Effect.provide(b))).toEqual(
+                      yield* stored(keyOf(l, name)).pipe(Effect.provide(a))
+                    )
+                  }
                 }
               }
-            }
-            // The shadow's denials never entered the memory: only the enforced limiters have one.
-            expect(withShadow.denials?.size ?? 0).toBe(without.denials?.size ?? 0)
-          }).pipe(Effect.scoped, Effect.withClock(clock), Effect.runPromise)
-        }
-      ),
-      { numRuns: 150 }
-    )
-  })
+              // The shadow's denials never entered the memory: only the enforced limiters have one.
+              expect(withShadow.denials?.size ?? 0).toBe(without.denials?.size ?? 0)
+            }).pipe(Effect.scoped, Effect.withClock(clock), Effect.runPromise)
+          }
+        ),
+        { numRuns: 150 }
+      )
+    }
+  )
 })
 
 forEachBackend("RateLimit.middleware with a shadow limit", (it) => {
@@ -159,7 +162,12 @@ forEachBackend("RateLimit.middleware with a shadow limit", (it) => {
       )
       const before = yield* wouldDeny(strict.namespace)
       for (let i = 0; i < 3; i++) {
-        expect(fields(yield* get(v4))).toEqual({ status: 200, policy: undefined, limit: undefined, retryAfter: undefined })
+        expect(fields(yield* get(v4))).toEqual({
+          status: 200,
+          policy: undefined,
+          limit: undefined,
+          retryAfter: undefined
+        })
       }
       expect(yield* wouldDeny(strict.namespace)).toBe(before + 2)
     }))
