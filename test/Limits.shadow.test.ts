@@ -91,7 +91,7 @@ forEachBackend("Limits.acquire with shadow limits", (it, backend) => {
       const enforced = TokenBucket.make<string>(freshNamespace("e"), 5, Rate.make(1, "1000 seconds"))
       const strict = TokenBucket.make<string>(freshNamespace("s"), 1, Rate.make(1, "1000 seconds"))
       const list = [enforced, Limits.shadow(strict)] as const
-      const attribute = (effect: Effect.Effect<unknown, unknown, Redis.Redis>) =>
+      const attribute = <R>(effect: Effect.Effect<unknown, unknown, R>) =>
         Effect.flatMap(effect, () =>
           Effect.map(Effect.currentSpan, (span) =>
             span.attributes.get(
