@@ -136,7 +136,7 @@ forEachBackend("Limits.acquire with shadow limits", (it, backend) => {
       const bucket = TokenBucket.make<string>(ns, 2, Rate.make(1, "1000 seconds"))
       const same = TokenBucket.make<string>(ns, 1, Rate.make(1, "1000 seconds"))
       const twice = yield* Effect.flip(Limits.acquire([bucket, Limits.shadow(same)], "n"))
-      expect([twice._tag, twice.argument, twice.message]).toEqual([
+      expect([twice._tag, (twice as Redis.InvalidInput).argument, twice.message]).toEqual([
         "InvalidInput",
         "limits",
         `wakuwaku: TokenBucket(${ns}) is listed twice among the limits of one request (they would share its keys)`
@@ -148,7 +148,7 @@ forEachBackend("Limits.acquire with shadow limits", (it, backend) => {
       const cost = yield* Effect.flip(
         Limits.acquire([bucket, Limits.shadow(FixedWindow.make("w", 1, "1 hour"))], "n", -1)
       )
-      expect([cost._tag, cost.argument]).toEqual(["InvalidInput", "cost"])
+      expect([cost._tag, (cost as Redis.InvalidInput).argument]).toEqual(["InvalidInput", "cost"])
       expect(yield* command("EXISTS", keyOf(bucket, "n"))).toBe(0)
       expect(() => Limits.shadow({ namespace: "x" } as never)).toThrow(TypeError)
     }))

@@ -84,10 +84,10 @@ describe("RateLimit: the enforced verdict is what it is without the shadow (diff
           async (enforcedSpecs, [shadowKind, shadowQuota], ops) => {
             const enforced = enforcedSpecs.map(([kind, quota], i) => make(kind, `e${i}`, quota))
             const strict = make(shadowKind, "shadow", shadowQuota)
-            const one = enforced.length === 1 ? enforced[0]! : enforced
-            const without = decision.make({ limiter: one, onStoreFailure: "fail-closed", rememberDenials: 8 })
-            const withShadow = decision.make({
-              limiter: [...enforced, RateLimit.shadow(strict)],
+            const one = (enforced.length === 1 ? enforced[0]! : enforced) as RateLimit.Limiters
+            const without = decision.make<unknown>({ limiter: one, onStoreFailure: "fail-closed", rememberDenials: 8 })
+            const withShadow = decision.make<unknown>({
+              limiter: [...enforced, RateLimit.shadow(strict as RateLimit.Limiter<unknown>)] as RateLimit.Limiters,
               onStoreFailure: "fail-closed",
               rememberDenials: 8
             })
