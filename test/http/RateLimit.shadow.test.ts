@@ -87,7 +87,10 @@ describe("RateLimit: the enforced verdict is what it is without the shadow (diff
             const one = (enforced.length === 1 ? enforced[0]! : enforced) as RateLimit.Limiters
             const without = decision.make<unknown>({ limiter: one, onStoreFailure: "fail-closed", rememberDenials: 8 })
             const withShadow = decision.make<unknown>({
-              limiter: [...enforced, RateLimit.shadow(strict as RateLimit.Limiter<unknown>)] as RateLimit.Limiters,
+              limiter: [
+                ...enforced,
+                RateLimit.shadow(strict as RateLimit.Limiter<unknown>)
+              ] as unknown as RateLimit.Limiters,
               onStoreFailure: "fail-closed",
               rememberDenials: 8
             })
@@ -118,7 +121,11 @@ describe("RateLimit: the enforced verdict is what it is without the shadow (diff
               }
               // The shadow's denials never entered the memory: only the enforced limiters have one.
               expect(withShadow.denials?.size ?? 0).toBe(without.denials?.size ?? 0)
-            }).pipe(Effect.scoped, Effect.withClock(clock), Effect.runPromise)
+            }).pipe(
+              Effect.scoped,
+              Effect.withClock(clock),
+              Effect.runPromise as (e: Effect.Effect<void, unknown, unknown>) => Promise<void>
+            )
           }
         ),
         { numRuns: 150 }
