@@ -138,6 +138,7 @@ import * as fields from "./internal/http/fields.js"
 import * as openApi from "./internal/http/openApi.js"
 import * as internal from "./internal/http/rateLimit.js"
 import type * as Limiter_ from "./Limiter.js"
+import * as Limits from "./Limits.js"
 import type * as Redis from "./Redis.js"
 
 /**
@@ -219,12 +220,37 @@ export type FallbackTypeId = typeof FallbackTypeId
 export type OnStoreFailure = "fail-closed" | "fail-open" | Fallback
 
 /**
- * One limiter, or several decided as one (all or nothing, see the module doc), listed in a non-empty array.
+ * A limiter marked shadow ({@link shadow}): decided with the others, never denying.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export interface Shadow<R> extends Limits.Shadow<Limiter<R>> {}
+
+/**
+ * Marks a limiter shadow in a middleware's list: `limiter: [LOGINS, RateLimit.shadow(LOGINS_STRICT)]`. It is
+ * decided in the same store call as the enforced limiters, spends its own state when it would allow, and
+ * never denies: what it would have denied is counted (`Limits.wouldDenyCounter`, tagged `policy`) and set
+ * on the request's span (`wakuwaku.shadow.would_deny`). The response, its fields (`RateLimit-Policy` and
+ * `RateLimit` name the enforced policies only), the counts of {@link decisions} and the denial memory are
+ * what they would be without it. `Limits.shadow`, for the middlewares; see docs/http.md, "Shadow limits".
+ *
+ * @since 0.2.0
+ * @category policies
+ */
+export const shadow: <R>(limiter: Limiter<R>) => Shadow<R> = Limits.shadow
+
+/**
+ * One limiter, or several decided as one (all or nothing, see the module doc), listed in a non-empty array;
+ * any of them may be a {@link shadow} one.
  *
  * @since 0.1.0
  * @category models
  */
-export type Limiters<R = unknown> = Limiter<R> | readonly [Limiter<R>, ...Array<Limiter<R>>]
+export type Limiters<R = unknown> =
+  | Limiter<R>
+  | Shadow<R>
+  | readonly [Limiter<R> | Shadow<R>, ...Array<Limiter<R> | Shadow<R>>]
 
 /**
  * What the limiters `L` need (`Redis` and the right to write each one's entity), as a union.
@@ -233,6 +259,7 @@ export type Limiters<R = unknown> = Limiter<R> | readonly [Limiter<R>, ...Array<
  * @category models
  */
 export type LimiterRequirements<L> = L extends ReadonlyArray<infer One> ? LimiterRequirements<One>
+  : L extends Limits.Shadow<infer X> ? LimiterRequirements<X>
   : L extends {
     readonly acquire: (name: string, cost: number) => Effect.Effect<infer _A, infer _E, infer R>
   } ? R

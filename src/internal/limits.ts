@@ -28,12 +28,14 @@ import * as Either from "effect/Either"
 import * as Option from "effect/Option"
 import * as Admission_ from "../Admission.js"
 import type * as Capability from "../Capability.js"
+import type * as Limits_ from "../Limits.js"
 import * as Redis from "../Redis.js"
 import type * as Script from "../Script.js"
-import type * as limiter from "./limiter.js"
+import * as limiter from "./limiter.js"
 import { NOW_US } from "./lua.js"
 import * as access from "./redis.js"
 import { defineOver } from "./script.js"
+import * as shadow from "./shadow.js"
 
 const { Allowed, Denied } = Admission_.Admission
 
@@ -113,10 +115,12 @@ let made: Scripts | undefined
  * @internal The group's two scripts, made (and registered) the first time they are asked for, from the
  * families registered by then (the structures' modules register theirs when they load).
  *
- * - `Limits.acquire` decides several limiters as one: takes `cost` from every one if every one allows it,
- *   else from none. KEYS one per limiter; ARGV[1] the cost (whole units), then one spec per limiter (its
- *   family's letter, a space, its parameters). Returns {all, then per limiter allowed, ms, remaining,
- *   start}: all 1 when every one allowed and each was spent from (its own acquire's reply); else all 0 and
+ * - `Limits.acquire` decides several limiters as one: takes `cost` from every one if every enforced one
+ *   allows it, else from none. KEYS one per limiter; ARGV[1] the cost (whole units), then one spec per
+ *   limiter (its family's letter, a space, or `?` for a shadow limiter, whose denial denies nothing; its
+ *   parameters). Returns {all, then per limiter allowed, ms, remaining, start}: all 1 when every enforced
+ *   one allowed and each that allowed was spent from (its own acquire's reply; a shadow one that denies
+ *   replies as its own denial, and spends nothing); else all 0 and
  *   nothing spent: a limiter that denies replies as its own acquire does (allowed 0, ms until it would
  *   allow, -1 never; a bucket stores its refilled level, as a denial does), one that would allow replies
  *   allowed 1, ms 0, remaining what it holds now. An allowed window's ms is when it ends (its own acquire's
@@ -142,7 +146,7 @@ for i = 1, #KEYS do
   local params = family.parse(string.sub(spec, 3))
   local ok = family.wait(KEYS[i], params, cost) == 0
   found[i] = {family, params, ok}
-  if not ok then all = 0 end
+  if not ok and string.sub(spec, 2, 2) ~= '?' then all = 0 end
 end
 local reply = {all}
 for i = 1, #KEYS do
@@ -163,10 +167,11 @@ return reply
     twin: (db, keys, argv) => {
       const cost = Number(argv[0])
       const found = keys.map((key, i) => {
-        const { family, params } = parseSpec(argv[i + 1]!)
-        return { family, params, ok: family.twin.wait(db, key, params, cost) === 0 }
+        const spec = argv[i + 1]!
+        const { family, params } = parseSpec(spec)
+        return { family, params, ok: family.twin.wait(db, key, params, cost) === 0, shadow: spec[1] === SHADOW }
       })
-      const all = found.every((f) => f.ok) ? 1 : 0
+      const all = found.every((f) => f.ok || f.shadow) ? 1 : 0
       const reply: Array<number> = [all]
       found.forEach(({ family, ok, params }, i) => {
         const key = keys[i]!
@@ -232,7 +237,10 @@ return reply
 
 /** @internal What a group decided: every limiter's own verdict, and whether the request was spent from all. */
 export interface Outcome {
-  /** Every limiter allowed, and each was spent from; otherwise none was. */
+  /**
+   * Every enforced limiter allowed, and each limiter that allowed (shadow ones included) was spent from;
+   * otherwise none was.
+   */
   readonly allowed: boolean
   /**
    * Each limiter's own verdict, in order: `Denied` with its retry (None: never), or `Allowed` with what it
@@ -274,11 +282,17 @@ const isCrossSlot = (error: Redis.RedisError): boolean => {
   return typeof cause?.message === "string" && cause.message.startsWith("CROSSSLOT")
 }
 
-/** @internal The spec of a limiter, as `Limits.acquire` takes it: its family's letter and its parameters. */
-export const specOfLimiter = (limiter: AnyLimiter): string => {
+/** The second character of a shadow limiter's spec (an enforced one's is a space). */
+const SHADOW = "?"
+
+/**
+ * @internal The spec of a limiter, as `Limits.acquire` takes it: its family's letter, a space (`?` for a
+ * shadow limiter: decided and spent as the others, but its denial denies nothing), and its parameters.
+ */
+export const specOfLimiter = (limiter: AnyLimiter, shadow = false): string => {
   const family = families.find((f) => f.kind === limiter.kind)
   if (family === undefined) throw new TypeError(`wakuwaku: ${limiter.label} cannot be decided in a group`)
-  return `${family.letter} ${limiter.shape}`
+  return `${family.letter}${shadow ? SHADOW : " "}${limiter.shape}`
 }
 
 /** @internal Why a group cannot be decided as one (a `TypeError` now), or undefined: no two limiters share a key. */
@@ -310,7 +324,8 @@ const withCall = <A>(
   name: string,
   cost: number,
   verb: string,
-  f: (redis: Redis.Service, call: Call) => Effect.Effect<A, Redis.RedisError>
+  f: (redis: Redis.Service, call: Call) => Effect.Effect<A, Redis.RedisError>,
+  shadows?: ReadonlyArray<boolean>
 ): Effect.Effect<A, Redis.RedisError | Redis.InvalidInput, Redis.Redis> => {
   if (!isInt(cost) || cost < 0) {
     return Effect.fail(
@@ -327,7 +342,8 @@ const withCall = <A>(
     if (typeof key !== "string") return Effect.fail(key)
     keys.push(key)
   }
-  const call: Call = { keys, specs: limiters.map(specOfLimiter), units: String(cost) }
+  const specs = limiters.map((limiter, i) => specOfLimiter(limiter, shadows?.[i] === true))
+  const call: Call = { keys, specs, units: String(cost) }
   // The right to write each limiter's entity, checked before the call.
   const entities = [...new Map(limiters.map((l) => [l.entity.kind, l.entity])).values()]
   return withWrites(entities, (redis) => f(redis, call))
@@ -350,18 +366,24 @@ const slotted = <A>(
  * `InvalidInput` for a cost that is not a non-negative safe integer or a name the limiters cannot key,
  * before anything is sent; with `RedisError` when the store fails (any group that had spent is refunded
  * first). Needs the right to write every limiter's entity.
+ *
+ * `shadows[i]`: the i-th limiter is a shadow one. It is decided in the same call and spends as the others
+ * do when the decision allows and it would allow too; its denial denies nothing (the all or nothing rule
+ * is the enforced limiters'), and when the enforced limiters deny, it spends nothing either. Its admission
+ * is in the outcome like any other's.
  */
 export const acquire = (
   limiters: ReadonlyArray<AnyLimiter>,
   name: string,
-  cost: number
+  cost: number,
+  shadows?: ReadonlyArray<boolean>
 ): Effect.Effect<Outcome, Redis.RedisError | Redis.InvalidInput, Redis.Redis> =>
   withCall(limiters, name, cost, "acquire", (redis, call) =>
     slotted(
       redis,
       () => redis.script(scripts().acquire, call.keys, [call.units, ...call.specs]),
       () => split(redis, call)
-    ))
+    ), shadows)
 
 /**
  * @internal Asks every limiter, writing nothing, when its own acquire would allow `cost` on `name` if nobody
@@ -442,15 +464,17 @@ const split = (redis: Redis.Service, call: Call): Effect.Effect<Outcome, Redis.R
           return Either.isRight(result) && result.right.allowed ? [{ group, outcome: result.right }] : []
         })
         if (spent.length === groups.length) return Effect.succeed(merge(groups, spent.map((s) => s.outcome), false))
-        const refunds = spent.map(({ group, outcome }) =>
-          Effect.ignore(
+        const refunds = spent.flatMap(({ group, outcome }) => {
+          // What the group spent from: every limiter that allowed (a shadow one that would deny spent nothing).
+          const took = group.flatMap((_, j) => outcome.admissions[j]!._tag === "Allowed" ? [j] : [])
+          return took.length === 0 ? [] : [Effect.ignore(
             redis.script(
               scripts().refund,
-              group.map((i) => keys[i]!),
-              [units, ...group.flatMap((i, j) => [specs[i]!, String(outcome.starts[j]!)])]
+              took.map((j) => keys[group[j]!]!),
+              [units, ...took.flatMap((j) => [specs[group[j]!]!, String(outcome.starts[j]!)])]
             )
-          )
-        )
+          )]
+        })
         const failed = results.find(Either.isLeft)
         return Effect.zipRight(
           Effect.all(refunds, { concurrency: "unbounded", discard: true }),
@@ -491,4 +515,65 @@ const merge = (
     })
   })
   return { allowed: !refunded && outcomes.every((o) => o.allowed), admissions, starts }
+}
+
+/** @internal What `Limits.acquire` decided (see `Limits.Decision`). */
+export interface Decision {
+  readonly allowed: boolean
+  readonly admissions: ReadonlyArray<Admission_.Admission>
+  readonly wouldDeny: ReadonlyArray<Limits_.WouldDeny>
+}
+
+const invalidList = (message: string) =>
+  Effect.fail(new Redis.InvalidInput({ operation: "Limits.acquire", argument: "limits", message }))
+
+/**
+ * @internal `Limits.acquire`: the listed limits (limiters, and shadows of limiters) checked (else
+ * `InvalidInput`, before anything is sent), decided in one call ({@link acquire}), and the would-be denials
+ * of the shadow ones, when the enforced ones allowed, counted and set on the current span.
+ */
+export const decideListed = (
+  listed: ReadonlyArray<unknown>,
+  name: string,
+  cost: number
+): Effect.Effect<Decision, Redis.RedisError | Redis.InvalidInput, Redis.Redis> =>
+  Effect.suspend(() => {
+    if (!Array.isArray(listed) || listed.length === 0) {
+      return invalidList("limits must be a non-empty list of limiters (and shadow limits)")
+    }
+    const entries = listed.map(shadow.entryOf)
+    const strange = entries.findIndex((e) =>
+      !limiter.isLimiter(e.limiter) || !families.some((f) => f.kind === (e.limiter as AnyLimiter).kind)
+    )
+    if (strange >= 0) {
+      return invalidList(
+        `every limit must be a limiter of a kind decided in a group (such as TokenBucket.make) or a shadow of ` +
+          `one (Limits.shadow): the one at index ${strange} is not`
+      )
+    }
+    const limiters = entries.map((e) => e.limiter as AnyLimiter)
+    const twice = checkGroup(limiters)
+    if (twice !== undefined) return invalidList(twice)
+    const shadows = entries.map((e) => e.shadow)
+    return Effect.flatMap(acquire(limiters, name, cost, shadows), (outcome) => {
+      const wouldDeny = outcome.allowed ? wouldDenyOf(limiters, shadows, outcome, name) : []
+      const decision: Decision = { allowed: outcome.allowed, admissions: outcome.admissions, wouldDeny }
+      return Effect.as(shadow.report(wouldDeny), decision)
+    })
+  })
+
+/** @internal The denials of the shadow limiters of an outcome, as {@link Limits_.WouldDeny} values. */
+export const wouldDenyOf = (
+  limiters: ReadonlyArray<{ readonly namespace: string; readonly kind: string }>,
+  shadows: ReadonlyArray<boolean>,
+  outcome: Outcome,
+  name: string
+): ReadonlyArray<Limits_.WouldDeny> => {
+  const found: Array<Limits_.WouldDeny> = []
+  outcome.admissions.forEach((admission, i) => {
+    if (shadows[i] === true && admission._tag === "Denied") {
+      found.push(shadow.wouldDeny(limiters[i]!.namespace, limiters[i]!.kind, name, admission.retryAfter))
+    }
+  })
+  return found
 }

@@ -123,7 +123,7 @@ if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 redis.call('DEL', KEYS[1])
 return 1
 
--- Limits.acquire: KEYS 1 per item (items decided together), 1 shared ARGV; sha1 8ac62426ecfc74ccb5f71cf7e6410b0e58629255
+-- Limits.acquire: KEYS 1 per item (items decided together), 1 shared ARGV; sha1 bc43daa9b8f03192306b5df6b3334da6f6a9c127
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local families = {}
@@ -383,7 +383,7 @@ for i = 1, #KEYS do
   local params = family.parse(string.sub(spec, 3))
   local ok = family.wait(KEYS[i], params, cost) == 0
   found[i] = {family, params, ok}
-  if not ok then all = 0 end
+  if not ok and string.sub(spec, 2, 2) ~= '?' then all = 0 end
 end
 local reply = {all}
 for i = 1, #KEYS do

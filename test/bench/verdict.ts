@@ -5,7 +5,8 @@
  * itself costs, not lost in the spread of a server's CPU per request.
  *
  * - **decide**: `decision.make(…).decide` on the embedded store, one limiter and two decided as one, an
- *   allow-everything token bucket (10^9, refilled 10^9 a second) and fixed window.
+ *   allow-everything token bucket (10^9, refilled 10^9 a second) and fixed window; and the bucket enforced
+ *   with the window as a shadow limit (one group call: compare it with "one limiter" in this tree).
  * - **middleware**: `RateLimit.middleware` on one request (`HttpServerRequest.fromWeb`), allowed; and a
  *   remembered denial (a bucket of 1 refilled once an hour, `rememberDenials`), the 429 rendered.
  * - **proxy 429**: `Proxy.layer`'s request handler on a plain object request and response, a remembered
@@ -59,6 +60,11 @@ const rowsOf = async (t: Tree, tag: string) => {
   const window = t.FixedWindow.make<string>(`${tag}-w`, 1e9, "1 second")
   const one = t.decision.make({ limiter: many, onStoreFailure: "fail-open" })
   const two = t.decision.make<unknown>({ limiter: [many, window] as const, onStoreFailure: "fail-open" })
+  // One enforced limiter and one shadow one (a tree without shadow limits: the two enforced, the closest call).
+  const shadowOf = (t.RateLimit as { readonly shadow?: (l: typeof window) => unknown }).shadow
+  const shadowed = shadowOf === undefined
+    ? two
+    : t.decision.make<unknown>({ limiter: [many, shadowOf(window)] as never, onStoreFailure: "fail-open" })
   const request = HttpServerRequest.fromWeb(new Request("http://127.0.0.1/"))
   const allowed = Effect.provideService(
     t.RateLimit.middleware({ limiter: many, onStoreFailure: "fail-open" })(hello),
@@ -122,6 +128,9 @@ const rowsOf = async (t: Tree, tag: string) => {
       Effect.suspend(() => one.decide("client", 1)) as Effect.Effect<unknown, unknown, never>
     ),
     "decide, two as one": loop(Effect.suspend(() => two.decide("client", 1)) as Effect.Effect<unknown, unknown, never>),
+    "decide, one + one shadow (base: two as one)": loop(
+      Effect.suspend(() => shadowed.decide("client", 1)) as Effect.Effect<unknown, unknown, never>
+    ),
     "middleware, allowed": loop(allowed as Effect.Effect<unknown, unknown, never>),
     "middleware, remembered 429": loop(denied as Effect.Effect<unknown, unknown, never>),
     "proxy handler, remembered 429": (n: number) => {

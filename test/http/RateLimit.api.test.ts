@@ -23,7 +23,7 @@ import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as OpenApi from "@effect/platform/OpenApi"
 import { describe, expect, it as plain } from "@effect/vitest"
 import { Cause, Context, Duration, Effect, Layer, Logger, LogLevel, Metric, Redacted, Schema } from "effect"
-import { Capability, FixedWindow, Rate, Redis, SlidingWindow, TokenBucket } from "wakuwaku"
+import { Capability, FixedWindow, Limits, Rate, Redis, SlidingWindow, TokenBucket } from "wakuwaku"
 import { RateLimit } from "wakuwaku/http"
 import { forEachBackend } from "../support/backends.js"
 import { expectWindowT, fields, get, serve, serveApi } from "../support/http.js"
@@ -527,6 +527,38 @@ forEachBackend("RateLimit.apiMiddleware", (it) => {
         "RateLimit.apiMiddleware(PlanLimit): CurrentUser, which the key, the cost or choose reads from the request, " +
           "is not there. The HttpApi middleware that provides it must run first: declare it after PlanLimit"
       )
+    }))
+
+  it.scoped("a shadow limit in the list: never denies, never named in the fields, counted when it would deny", () =>
+    Effect.gen(function*() {
+      const logins = TokenBucket.make<string>(freshNamespace("login"), 20, Rate.make(1, "3 seconds"))
+      const strict = TokenBucket.make<string>(freshNamespace("strict"), 2, Rate.make(1, "1000 seconds"))
+      const { free, paid } = plans()
+      const { client, last } = yield* start(Layer.merge(
+        RateLimit.apiMiddleware(LoginLimit, {
+          limiter: [logins, RateLimit.shadow(strict)],
+          onStoreFailure: "fail-closed"
+        }),
+        RateLimit.apiMiddleware(PlanLimit, {
+          choose: () =>
+            Effect.map(CurrentUser, (user) => ({ limiter: user.plan === "paid" ? paid : free, key: user.id })),
+          fromRequest: [CurrentUser],
+          onStoreFailure: "fail-closed"
+        })
+      ))
+      const wouldDeny = Effect.map(
+        Metric.value(Limits.wouldDenyCounter.pipe(Metric.tagged("policy", strict.namespace))),
+        (state) => state.count
+      )
+      const before = yield* wouldDeny
+      for (let i = 1; i <= 4; i++) {
+        expect(yield* client.accounts.login()).toBe("welcome")
+        expect(last().headers["ratelimit-policy"]).toBe(`"${logins.namespace}";q=20;w=60`)
+        expect(last().headers["ratelimit"]).toBe(`"${logins.namespace}";r=${20 - i};t=${3 * i}`)
+      }
+      // The strict bucket allowed two and would have denied the two others: it spent only the two.
+      expect(yield* wouldDeny).toBe(before + 2)
+      expect([yield* logins.peek("127.0.0.1"), yield* strict.peek("127.0.0.1")]).toEqual([16, 0])
     }))
 })
 

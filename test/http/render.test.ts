@@ -92,7 +92,8 @@ describe("render.refusal: a verdict as it goes on the wire", () => {
       body: "{}",
       remaining: undefined,
       policy: "a",
-      violated: ["a"]
+      violated: ["a"],
+      wouldDeny: []
     } as const
     const one = render.refusal("\"a\";q=1;w=3", verdict)
     const two = render.refusal("\"a\";q=1;w=3", verdict)

@@ -11,16 +11,22 @@
  * - denied: only the policies that denied count `denied` and are named in the problem body; `Retry-After` is
  *   the longest of their retries, and the `RateLimit` item the policy it comes from (`r=0`, `t` = it);
  * - a cost above a quota (413) names the policies it exceeds, and the smallest of their quotas.
+ *
+ * Shadow limiters (`RateLimit.shadow`) are decided in the same call (../limits.ts) and named nowhere in the
+ * verdict but its `wouldDeny`, when the enforced ones allowed: not in the fields, the counts, the problem
+ * body, nor the denial memory, so that every verdict is what it would be without them.
  */
 import * as Effect from "effect/Effect"
 import * as Metric from "effect/Metric"
 import * as MetricLabel from "effect/MetricLabel"
 import * as Option from "effect/Option"
+import type * as Limits from "../../Limits.js"
 import type * as RateLimit from "../../RateLimit.js"
 import * as Redis from "../../Redis.js"
 import type * as TokenBucket from "../../TokenBucket.js"
 import * as limits from "../limits.js"
 import * as memory from "../memory.js"
+import * as shadow from "../shadow.js"
 import * as denials from "./denials.js"
 import * as failure from "./failure.js"
 import * as fields from "./fields.js"
@@ -95,12 +101,16 @@ export interface Verdict {
   readonly policy: string
   /** A 429's or a 413's policies, those that denied. */
   readonly violated: ReadonlyArray<string>
+  /** The shadow limiters that would have denied an allowed request (counted and on the span already). */
+  readonly wouldDeny: ReadonlyArray<Limits.WouldDeny>
 }
+
+const NONE: ReadonlyArray<Limits.WouldDeny> = []
 
 /** @internal The options a {@link Limit} is made of. */
 export interface LimitOptions<LR> {
-  /** A limiter, or several decided as one (all or nothing). */
-  readonly limiter: RateLimit.Limiter<LR> | ReadonlyArray<RateLimit.Limiter<LR>>
+  /** A limiter, or several decided as one (all or nothing); shadow ones among them. */
+  readonly limiter: RateLimit.Limiters<LR> | ReadonlyArray<RateLimit.Limiter<LR> | RateLimit.Shadow<LR>>
   readonly onStoreFailure: RateLimit.OnStoreFailure
   /** The most names whose denial is remembered, per limiter; 0 or none: no memory. */
   readonly rememberDenials?: number | undefined
@@ -108,11 +118,11 @@ export interface LimitOptions<LR> {
 
 /** @internal A rate limit made ready for requests: one limiter, or several decided as one. */
 export interface Limit<LR> {
-  /** The (first) limiter's policy. */
+  /** The (first enforced) limiter's policy (a shadow one's when there is none). */
   readonly policy: fields.Described
-  /** `RateLimit-Policy`: every limiter's item. */
+  /** `RateLimit-Policy`: every enforced limiter's item ("" when there is none). */
   readonly field: string
-  /** The (first) limiter's denial memory, if any. */
+  /** The (first enforced) limiter's denial memory, if any. */
   readonly denials: denials.Denials | undefined
   /** A remembered denial of `name` at `units`, decided now without the store; undefined if none. */
   readonly recall: (name: string, units: number) => Verdict | undefined
@@ -123,6 +133,8 @@ export interface Limit<LR> {
 /** A limiter made ready: its policy, its metric labels, its denial memory, its 429 alone. */
 interface Unit {
   readonly limiter: RateLimit.Limiter<unknown>
+  /** A shadow limiter: decided, never denying, named only in `wouldDeny`. */
+  readonly shadow: boolean
   readonly policy: fields.Described
   readonly name: string
   readonly quoted: string
@@ -135,7 +147,8 @@ interface Unit {
   readonly deniedBody: string
 }
 
-const unit = (limiter: RateLimit.Limiter<unknown>, remember: number): Unit => {
+const unit = (listed: RateLimit.Limiter<unknown> | RateLimit.Shadow<unknown>, remember: number): Unit => {
+  const { limiter, shadow: isShadow } = shadow.entryOf(listed)
   const policy = fields.describe(limiter)
   const name = policy.name
   // One label array per decision, kept: the metric caches its hook by the array's identity, so an update is a
@@ -146,11 +159,13 @@ const unit = (limiter: RateLimit.Limiter<unknown>, remember: number): Unit => {
   ) as unknown as Record<RateLimit.Decision, ReadonlyArray<MetricLabel.MetricLabel>>
   return {
     limiter,
+    shadow: isShadow,
     policy,
     name,
     quoted: fields.sfString(name),
     policyLabel,
-    memo: remember > 0 ? new denials.Denials(remember) : undefined,
+    // A shadow limiter's denial denies nothing: it is never remembered.
+    memo: remember > 0 && !isShadow ? new denials.Denials(remember) : undefined,
     count: (decision) => decisions.unsafeUpdate(1, labels[decision]),
     alone: [name],
     deniedBody: render.deniedBody([name])
@@ -249,7 +264,8 @@ const verdict = (
   body: fields.body,
   remaining: fields.remaining,
   policy,
-  violated: fields.violated ?? []
+  violated: fields.violated ?? [],
+  wouldDeny: NONE
 })
 
 /** Allowed by every one of `units`: the `RateLimit` item is `applied`'s, with `r` left and `t`. */
@@ -343,7 +359,7 @@ const fromOutcome = (
  */
 interface Asking<A> {
   readonly ask: (key: string, cost: number) => Effect.Effect<A, Redis.RedisError | Redis.InvalidInput, unknown>
-  readonly judge: (answer: A, cost: number, viaFallback: boolean) => Verdict
+  readonly judge: (answer: A, key: string, cost: number, viaFallback: boolean) => Verdict
   readonly deniers: (answer: A) => ReadonlyArray<Unit>
 }
 
@@ -351,26 +367,54 @@ const one = (u: Unit): Asking<TokenBucket.Admission> => {
   const only = [u] as const
   return {
     ask: (key, cost) => u.limiter.acquire(key, cost),
-    judge: (admission, cost, viaFallback) => fromAdmission(only, admission, cost, viaFallback),
+    judge: (admission, _key, cost, viaFallback) => fromAdmission(only, admission, cost, viaFallback),
     deniers: () => only
   }
 }
 
 const several = (units: ReadonlyArray<Unit>): Asking<limits.Outcome> => {
   const limiters = units.map((u) => u.limiter) as unknown as ReadonlyArray<limits.AnyLimiter>
+  if (!units.some((u) => u.shadow)) {
+    return {
+      ask: (key, cost) => limits.acquire(limiters, key, cost),
+      judge: (outcome, _key, cost, viaFallback) => fromOutcome(units, outcome, cost, viaFallback),
+      deniers: (outcome) => units.filter((_, i) => outcome.admissions[i]!._tag === "Denied")
+    }
+  }
+  const shadows = units.map((u) => u.shadow)
+  // The enforced limiters' indexes: their verdict is judged alone, as it would be without the shadow ones.
+  const at = units.flatMap((u, i) => (u.shadow ? [] : [i]))
+  const enforced = at.map((i) => units[i]!)
   return {
-    ask: (key, cost) => limits.acquire(limiters, key, cost),
-    judge: (outcome, cost, viaFallback) => fromOutcome(units, outcome, cost, viaFallback),
-    deniers: (outcome) => units.filter((_, i) => outcome.admissions[i]!._tag === "Denied")
+    ask: (key, cost) => limits.acquire(limiters, key, cost, shadows),
+    judge: (outcome, key, cost, viaFallback) => {
+      const decided = enforced.length === 0
+        ? verdict(viaFallback ? "fallback-allowed" : "allowed", true, 0, "", {})
+        : fromOutcome(enforced, { ...outcome, admissions: at.map((i) => outcome.admissions[i]!) }, cost, viaFallback)
+      if (!outcome.allowed) return decided
+      const wouldDeny = limits.wouldDenyOf(limiters, shadows, outcome, key)
+      return wouldDeny.length === 0 ? decided : { ...decided, wouldDeny }
+    },
+    deniers: (outcome) => enforced.filter((_, j) => outcome.admissions[at[j]!]!._tag === "Denied")
   }
 }
+
+/** A verdict, once its would-be denials (if any) are counted and set on the span. */
+const reported = (decided: Verdict): Effect.Effect<Verdict> =>
+  decided.wouldDeny.length === 0 ? Effect.succeed(decided) : Effect.as(shadow.report(decided.wouldDeny), decided)
 
 /**
  * The store failed: count it, log it if it begins an outage, and apply the store-failure policy: its fixed
  * verdict (fail-open, fail-closed), or the fallback's store asked as the store would have been.
  */
 const onStoreFailure = <A>(asking: Asking<A>, units: ReadonlyArray<Unit>, context: Shared, names: string) => {
-  const first = units[0]!
+  const first = units[0]
+  if (first === undefined) {
+    // Shadow limiters only: a request is always allowed, whatever the store does.
+    const open = verdict("fail-open", true, 0, "", {})
+    return (error: Redis.RedisError): Effect.Effect<Verdict, Redis.InvalidInput, unknown> =>
+      Effect.as(failed(context, error, names), open)
+  }
   const policy = failure.POLICIES[context.failure.mode]
   const closed = verdict("fail-closed", false, 503, first.name, { body: render.UNAVAILABLE_BODY })
   const fixed = policy.decision === undefined
@@ -399,7 +443,7 @@ const onStoreFailure = <A>(asking: Asking<A>, units: ReadonlyArray<Unit>, contex
     return Effect.zipRight(
       logged,
       asking.ask(key, cost).pipe(
-        Effect.map((answer) => asking.judge(answer, cost, true)),
+        Effect.flatMap((answer) => reported(asking.judge(answer, key, cost, true))),
         Effect.provideService(Redis.Redis, local),
         // The embedded store does not fail for want of a server; if it ever does, refuse.
         Effect.catchTag("RedisError", () => refuse)
@@ -450,10 +494,10 @@ const decider = <A>(asking: Asking<A>, units: ReadonlyArray<Unit>, context: Shar
   const back = answered(context, names)
   const failedOver = onStoreFailure(asking, units, context, names)
   const settle = (answer: A, key: string, cost: number) => {
-    const decided = asking.judge(answer, cost, false)
+    const decided = asking.judge(answer, key, cost, false)
     return decided.decision === "denied" && remembering
       ? Effect.as(remember(asking.deniers(answer), key, cost), decided)
-      : Effect.succeed(decided)
+      : reported(decided)
   }
   return (key: string, cost: number): Effect.Effect<Verdict, Redis.InvalidInput, unknown> =>
     Effect.suspend(() => {
@@ -468,34 +512,40 @@ const decider = <A>(asking: Asking<A>, units: ReadonlyArray<Unit>, context: Shar
 
 /** The limit of `units` (one or more limiters), with `context`'s store-failure policy. */
 const limitOf = <LR>(units: ReadonlyArray<Unit>, context: Shared): Limit<LR> => {
-  const first = units[0]!
-  const names = units.map((u) => u.name).join(", ")
-  const remembering = units.some((u) => u.memo !== undefined)
-  const decide = units.length > 1
-    ? decider(several(units), units, context, names)
+  // The enforced limiters: those the fields, the counts, the store-failure policy and the memory know.
+  const enforced = units.filter((u) => !u.shadow)
+  const first = enforced[0] ?? units[0]!
+  const names = enforced.map((u) => u.name).join(", ")
+  const remembering = enforced.some((u) => u.memo !== undefined)
+  const decide = units.length > 1 || first.shadow
+    ? decider(several(units), enforced, context, names)
     : decider(one(first), units, context, names)
   return {
     policy: first.policy,
-    field: units.map((u) => u.policy.field).join(", "),
-    denials: first.memo,
-    recall: (key, cost) => remembering ? recall(units, key, cost) : undefined,
+    field: enforced.map((u) => u.policy.field).join(", "),
+    denials: enforced[0]?.memo,
+    recall: (key, cost) => remembering ? recall(enforced, key, cost) : undefined,
     // The limiters need LR: what they were given as.
     decide: decide as (name: string, units: number) => Effect.Effect<Verdict, Redis.InvalidInput, LR>
   }
 }
 
-/** The limiters of `limiter`: one, or a non-empty list of distinct ones (else a `TypeError`). */
+type Listed<LR> = RateLimit.Limiter<LR> | RateLimit.Shadow<LR>
+
 /** `Array.isArray`, which narrows a readonly list to `any[]`, for a list of limiters. */
 const isList = <A>(u: A | ReadonlyArray<A>): u is ReadonlyArray<A> => Array.isArray(u)
 
-const listOf = <LR>(
-  limiter: RateLimit.Limiter<LR> | ReadonlyArray<RateLimit.Limiter<LR>>
-): ReadonlyArray<RateLimit.Limiter<LR>> => {
-  if (!isList(limiter)) return [limiter]
+/** The limiters (and shadow ones) of `limiter`: one, or a non-empty list of distinct ones (else a `TypeError`). */
+const listOf = <LR>(limiter: Listed<LR> | ReadonlyArray<Listed<LR>>): ReadonlyArray<Listed<LR>> => {
+  if (!isList(limiter)) {
+    fields.describe(shadow.entryOf(limiter).limiter)
+    return [limiter]
+  }
   if (limiter.length === 0) throw new TypeError("wakuwaku/http: a list of limiters must not be empty")
-  for (const l of limiter) fields.describe(l)
+  const plain = limiter.map((l) => shadow.entryOf(l).limiter)
+  for (const l of plain) fields.describe(l)
   // Every member was described above, so a kind made it: the class the group engine decides.
-  const twice = limits.checkGroup(limiter as unknown as ReadonlyArray<limits.AnyLimiter>)
+  const twice = limits.checkGroup(plain as unknown as ReadonlyArray<limits.AnyLimiter>)
   if (twice !== undefined) throw new TypeError(twice)
   return limiter
 }
@@ -516,12 +566,12 @@ export const registry = (options: Omit<LimitOptions<unknown>, "limiter">) => {
   const context = shared(options)
   const units = new WeakMap<object, Unit>()
   const lists = new WeakMap<object, Limit<unknown>>()
-  const unitOf = (limiter: RateLimit.Limiter<unknown>) => {
+  const unitOf = (limiter: Listed<unknown>) => {
     let found = units.get(limiter)
     if (found === undefined) units.set(limiter, found = unit(limiter, context.remember))
     return found
   }
-  return <LR>(limiter: RateLimit.Limiter<LR> | ReadonlyArray<RateLimit.Limiter<LR>>): Limit<LR> => {
+  return <LR>(limiter: Listed<LR> | ReadonlyArray<Listed<LR>>): Limit<LR> => {
     if (typeof limiter !== "object" || limiter === null) {
       throw new TypeError(`wakuwaku/http: a policy chose no limiter, got ${String(limiter)}`)
     }

@@ -63,7 +63,7 @@ export type Decide<XE, XR> = (request: HttpServerRequest.HttpServerRequest) => E
 
 /** @internal The options of a limit for every request, as the implementation reads them, every part's types kept. */
 export interface LimitedOptions<LR, KE, KR, CE, CR> extends RateLimit.CommonOptions<CE, CR> {
-  readonly limiter: RateLimit.Limiter<LR> | ReadonlyArray<RateLimit.Limiter<LR>>
+  readonly limiter: RateLimit.Limiters<LR> | ReadonlyArray<RateLimit.Limiter<LR> | RateLimit.Shadow<LR>>
   readonly key?: RateLimit.Key<KE, KR> | undefined
 }
 
@@ -142,6 +142,8 @@ const withFields = (
   item: string | undefined,
   retryAfter?: number
 ) => {
+  // Shadow limiters only: no enforced policy to state.
+  if (field === "") return response
   // setHeader per field, not setHeaders: its copy through Object.entries costs about 10 times as much.
   const policed = HttpServerResponse.setHeader(
     response,
