@@ -36,3 +36,6 @@ export * as RwLock from "./RwLock.js"
 
 /** @since 0.1.0 */
 export * as Semaphore from "./Semaphore.js"
+
+/** @since 0.1.0 */
+export * as Telemetry from "./Telemetry.js"

@@ -73,6 +73,7 @@ describe("architecture: the import rules", () => {
       "Redis.ts",
       "Capability.ts",
       "Script.ts",
+      "Telemetry.ts",
       "Admission.ts",
       "Rate.ts"
     ])

@@ -15,6 +15,7 @@ import type * as Script from "../Script.js"
 import * as key from "./key.js"
 import * as access from "./redis.js"
 import { runOn, unexpectedReply } from "./script.js"
+import * as telemetry from "./telemetry.js"
 
 const { Admission } = Admission_
 type Admission = Admission_.Admission
@@ -80,6 +81,7 @@ export class Limiter<Name extends Redis.KeyName, E extends Capability.AnyEntity>
     private readonly scripts: { readonly acquire: Script.Script<Admission>; readonly peek: Script.Script<number> }
   ) {
     this.label = `${kind}(${namespace})`
+    this.decisions = new telemetry.Decisions(kind, [{ kind, policy: namespace }])
     this.prefix = key.itemKey(kind, namespace, "")
   }
 
@@ -89,6 +91,8 @@ export class Limiter<Name extends Redis.KeyName, E extends Capability.AnyEntity>
     return this.small[cost] ??= [this.shape, String(cost)]
   }
   private readonly small: Array<ReadonlyArray<string>> = []
+  /** Its telemetry's labels and attributes. */
+  readonly decisions: telemetry.Decisions
 
   /** The key of `name`, or why it has none (an `InvalidInput` of `operation`). */
   keyOf(operation: string, name: Name): string | Redis.InvalidInput {
@@ -132,7 +136,7 @@ export class Limiter<Name extends Redis.KeyName, E extends Capability.AnyEntity>
     name: Name,
     cost: number
   ): Effect.Effect<Admission, Failure, Redis.Redis | Capability.Write<E>> =>
-    this.spend("acquire", this.scripts.acquire, name, cost)
+    telemetry.decide(this.decisions, cost, this.spend("acquire", this.scripts.acquire, name, cost))
 
   readonly reset = (name: Name): Effect.Effect<boolean, Failure, Redis.Redis | Capability.Write<E>> => {
     const k = this.keyOf("reset", name)

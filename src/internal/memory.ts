@@ -23,6 +23,7 @@ import * as Script from "../Script.js"
 import { command, side, upper } from "./memory/commands.js"
 import { Db } from "./memory/keyspace.js"
 import { checkKeys, decodedReply, scriptEntry, type ScriptOn } from "./script.js"
+import * as telemetry from "./telemetry.js"
 
 /** The same symbol as `Redis.MemoryStoreTypeId`, made here: this module loads while Redis.ts does. */
 const MemoryStoreTypeId: Redis.MemoryStoreTypeId = Symbol.for("wakuwaku/MemoryStore") as Redis.MemoryStoreTypeId
@@ -155,6 +156,8 @@ const close = (store: StoreImpl, id: number, connection: Connection) => {
   connection.wake?.()
 }
 
+const MEMORY: telemetry.Server = { system: telemetry.SYSTEM.memory }
+
 /** @internal The service over a store. */
 export const make = (store: Redis.MemoryStore): Redis.Service => {
   const impl = store as StoreImpl
@@ -165,6 +168,13 @@ export const make = (store: Redis.MemoryStore): Redis.Service => {
   const scriptOn = <A>(
     fiber: Fiber.RuntimeFiber<unknown, unknown>,
     _: FiberStatus.Running,
+    script: Script.Script<A>,
+    keys: ReadonlyArray<string>,
+    args: ReadonlyArray<string>
+  ): Effect.Effect<A, Redis.RedisError> =>
+    telemetry.storeSync(fiber, MEMORY, "EVALSHA", script.name, () => runScript(fiber, script, keys, args))
+  const runScript = <A>(
+    fiber: Fiber.RuntimeFiber<unknown, unknown>,
     script: Script.Script<A>,
     keys: ReadonlyArray<string>,
     args: ReadonlyArray<string>

@@ -17,6 +17,7 @@ import { type Keys, receiver } from "./pipe/receiver.js"
 import { BEAT_SCRIPT, CLOSE_SCRIPT, SEND } from "./pipe/scripts.js"
 import * as access from "./redis.js"
 import { runOn } from "./script.js"
+import * as telemetry from "./telemetry.js"
 
 const KIND = "Pipe"
 
@@ -126,7 +127,8 @@ class PipeImpl<Name extends Redis.KeyName, A> implements Pipe.Pipe<Name, A> {
     }
     const { closed, inflight, messages } = keys.right
     const args = [payload, String(this.ttlMillis)]
-    return access.write(Pipe.entity, (redis) => runOn(redis, SEND, [messages, closed, inflight], args))
+    const sent = access.write(Pipe.entity, (redis) => runOn(redis, SEND, [messages, closed, inflight], args))
+    return telemetry.pipeOperation(this.namespace, "send", sent)
   }
 
   readonly close = (name: Name): Effect.Effect<void, Redis.RedisError | Redis.InvalidInput, Pipe.Requirements> => {
