@@ -10,9 +10,9 @@
  * - {@link leaseAcquire} / {@link leaseHold} / {@link leaseLost}: a lease (internal/lease.ts);
  * - {@link pipeMessage}: a pipe's message sent, received or abandoned (internal/pipe.ts).
  *
- * Metrics are Effect Metrics, always updated when metrics are on (the default): an update is a lookup of a
- * hook cached by the identity of its label array, kept per policy and outcome. Spans are made through the
- * fiber's `Tracer` (so `@effect/opentelemetry` exports them) only when turned on with `layer({ spans: true })`.
+ * All is off unless `layer` (or `withSettings`) turns it on. Metrics are Effect Metrics: an update is a lookup of
+ * a hook cached by the identity of its label array, kept per policy and outcome. Spans are made through the
+ * fiber's `Tracer` (so `@effect/opentelemetry` exports them) only with `layer({ spans: true })`.
  */
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
@@ -81,26 +81,30 @@ export const decisions: Metric.Metric.Counter<number> = Metric.counter(MetricNam
 
 const seconds = (start: number, count: number) => MetricBoundaries.exponential({ start, factor: 2, count })
 
-/** @internal Each store request's duration, in seconds (OpenTelemetry's database client metric). */
+/**
+ * @internal Each store request's duration, in seconds (OpenTelemetry's database client metric). The histograms'
+ * `unit` label (which `@effect/opentelemetry` reads as the unit) is in each update's labels, not added with
+ * `Metric.tagged`: a tagged metric builds a new label array per update, which misses the hook cache.
+ */
 export const storeDuration: Metric.Metric.Histogram<number> = Metric.histogram(
   MetricName.storeDuration,
   seconds(0.0001, 16),
   "Duration of wakuwaku's store requests (a batch is one), in seconds"
-).pipe(Metric.tagged("unit", "s"))
+)
 
 /** @internal How long each lease acquisition waited, in seconds: labels `kind`, `policy`, `outcome`. */
 export const leaseWait: Metric.Metric.Histogram<number> = Metric.histogram(
   MetricName.leaseWait,
   seconds(0.001, 20),
   "Time wakuwaku's lock, read-write lock and semaphore acquisitions waited, in seconds"
-).pipe(Metric.tagged("unit", "s"))
+)
 
 /** @internal How long each lease was held, in seconds: labels `kind`, `policy`. */
 export const leaseHeld: Metric.Metric.Histogram<number> = Metric.histogram(
   MetricName.leaseHold,
   seconds(0.001, 20),
   "Time wakuwaku's leases were held, in seconds"
-).pipe(Metric.tagged("unit", "s"))
+)
 
 /** @internal Leases lost while held: labels `kind`, `policy`, `reason` (Expired, Unconfirmed). */
 export const leaseLostCount: Metric.Metric.Counter<number> = Metric.counter(MetricName.leaseLost, {
@@ -122,8 +126,11 @@ export interface Settings {
   readonly metrics: boolean
 }
 
-/** @internal The default: metrics on, per-operation spans off (see docs/observability.md for why). */
-export const DEFAULT: Settings = Object.freeze({ spans: false, metrics: true })
+/**
+ * @internal The default: all off, so that a service that never asked pays one FiberRef read per operation
+ * (docs/observability.md has the figures: metrics cost about a fifth of an embedded acquire's CPU).
+ */
+export const DEFAULT: Settings = Object.freeze({ spans: false, metrics: false })
 
 /** @internal The fiber's setting; read once per operation. */
 export const currentSettings: FiberRef.FiberRef<Settings> = globalValue(
@@ -148,7 +155,8 @@ const settingsOf = (options: { readonly spans?: boolean | undefined; readonly me
       throw new TypeError(`wakuwaku: Telemetry option ${name} must be a boolean, got ${String(value)}`)
     }
   }
-  return Object.freeze({ spans: options.spans ?? DEFAULT.spans, metrics: options.metrics ?? DEFAULT.metrics })
+  // Asking for telemetry turns metrics on unless told otherwise; spans only when asked for.
+  return Object.freeze({ spans: options.spans ?? false, metrics: options.metrics ?? true })
 }
 
 // Labels, kept: a metric caches its hook by the identity of the label array.
@@ -171,6 +179,19 @@ const spanOptions = (attributes: Record<string, unknown>, kind: Tracer.SpanKind 
   kind,
   attributes
 })
+
+const byStore = new Map<string, Map<string, ReadonlyArray<MetricLabel.MetricLabel>>>()
+
+/** The store duration's labels, found without building a string (the hot path of every request). */
+const storeLabels = (system: string, operation: string) => {
+  let bySystem = byStore.get(system)
+  if (bySystem === undefined) byStore.set(system, bySystem = new Map())
+  let found = bySystem.get(operation)
+  if (found === undefined) {
+    bySystem.set(operation, found = labels(Attr.dbSystemName, system, Attr.dbOperationName, operation, "unit", "s"))
+  }
+  return found
+}
 
 // Limiter decisions.
 
@@ -247,6 +268,24 @@ const counted = (d: Decisions) => <A>(exit: Exit.Exit<A, unknown>) => {
   } else d.count(decisionOf(exit.value).allowed ? "allowed" : "denied")
 }
 
+/** `effect`, its outcome counted: one continuation (no `onExit`, whose uninterruptible region costs more). */
+const countedOnly = <A, E, R>(d: Decisions, effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Effect.matchCauseEffect(effect, {
+    onFailure: (cause) => {
+      if (!Cause.isInterruptedOnly(cause)) d.count("failed")
+      return Effect.failCause(cause)
+    },
+    onSuccess: (a) => {
+      d.count(isAllowed(a) ? "allowed" : "denied")
+      return Exit.succeed(a)
+    }
+  })
+
+const isAllowed = (reply: unknown): boolean => {
+  const r = reply as { readonly _tag?: unknown; readonly allowed?: unknown }
+  return r._tag === undefined ? r.allowed === true : r._tag === "Allowed"
+}
+
 /**
  * @internal A limiter decision (one limiter's `Admission`, or a group's outcome): counted when metrics are on,
  * and run in a span (`<kind>.acquire`, the parent of its store request's) when spans are.
@@ -255,7 +294,7 @@ export const decide = <A, E, R>(d: Decisions, cost: number, effect: Effect.Effec
   Effect.withFiberRuntime((fiber) => {
     const settings = fiber.getFiberRef(currentSettings)
     if (!settings.spans) {
-      return settings.metrics ? Effect.onExit(effect, (exit) => Effect.sync(() => counted(d)(exit))) : effect
+      return settings.metrics ? countedOnly(d, effect) : effect
     }
     return Effect.useSpan(
       d.span,
@@ -344,7 +383,7 @@ export const storeCall = (
   const started = performance.now()
   const span = first.tracer === undefined ? undefined : startSpan(first, traces, server, operation, script, size)
   const metrics = first.metrics
-  const labelled = metrics ? labels(Attr.dbSystemName, server.system, Attr.dbOperationName, operation) : undefined
+  const labelled = metrics ? storeLabels(server.system, operation) : undefined
   return {
     end: (failure) => {
       if (labelled !== undefined) storeDuration.unsafeUpdate((performance.now() - started) / 1000, labelled)
@@ -446,7 +485,7 @@ export const leaseAcquire = <A, E, R>(lock: () => string, effect: Effect.Effect<
           })
         const waited = (performance.now() - started) / 1000
         if (settings.metrics) {
-          leaseWait.unsafeUpdate(waited, labels("kind", l.kind, "policy", l.policy, "outcome", outcome))
+          leaseWait.unsafeUpdate(waited, labels("kind", l.kind, "policy", l.policy, "outcome", outcome, "unit", "s"))
         }
         span?.attribute(Attr.leaseOutcome, outcome)
         span?.attribute(Attr.leaseWaitMs, Math.round(waited * 1000))
@@ -473,7 +512,7 @@ export const leaseHold = (lock: () => string) =>
       Effect.addFinalizer(() =>
         Effect.sync(() => {
           if (settings.metrics) {
-            leaseHeld.unsafeUpdate((performance.now() - started) / 1000, labels("kind", l.kind, "policy", l.policy))
+            leaseHeld.unsafeUpdate((performance.now() - started) / 1000, labels("kind", l.kind, "policy", l.policy, "unit", "s"))
           }
         })
       ),
