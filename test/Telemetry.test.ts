@@ -6,6 +6,8 @@
  * redis-server. Also: spans are off by default and metrics on; `metrics: false` counts nothing.
  */
 import { NodeSdk } from "@effect/opentelemetry"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { describe, expect, it } from "@effect/vitest"
 import type { ResourceMetrics } from "@opentelemetry/sdk-metrics"
 import {
@@ -15,8 +17,11 @@ import {
 } from "@opentelemetry/sdk-metrics"
 import { InMemorySpanExporter, type ReadableSpan, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base"
 import { Effect, Layer, Metric, Schema, Stream } from "effect"
+import { Redis as IORedis } from "ioredis"
 import { FixedWindow, Lock, Pipe, Rate, Redis, Telemetry, TokenBucket } from "wakuwaku"
+import { RateLimit } from "wakuwaku/http"
 import * as limits from "../src/internal/limits.js"
+import { keysMatching } from "./support/backends.js"
 import { freshNamespace, redisUrl } from "./support/redis.js"
 
 const CLIENT = 2 // SpanKind.CLIENT
@@ -165,7 +170,7 @@ for (const store of STORES) {
         const key = (bucket as unknown as limits.AnyLimiter).keyOf("acquire", "x") as string
         // A key of the wrong type makes the script fail on either backend.
         const failing = Effect.zipRight(
-          Effect.flatMap(Redis.Redis, (redis) => redis.command("SET", [key, "not a hash"])),
+          Effect.flatMap(Redis.Redis, (redis) => redis.command("SET", [key, "not a hash", "PX", "60000"])),
           Effect.exit(bucket.acquire("x", 1))
         )
         const { spans, value } = yield* withSdk(failing, store.layer())
@@ -200,6 +205,29 @@ for (const store of STORES) {
         ])
         const nanos = ([sec, ns]: readonly [number, number]) => BigInt(sec) * 1_000_000_000n + BigInt(ns)
         expect(nanos(hold.startTime) >= nanos(acquire.endTime)).toBe(true)
+      }))
+
+    it.live("a lease lost while held: counted by reason, on its hold span; the wait counted by outcome", () =>
+      Effect.gen(function*() {
+        const ns = freshNamespace()
+        const lock = Lock.make<string>(ns, "300 millis")
+        // Another party deletes the lease's key: the next renewal finds it is no longer ours (Expired).
+        const stolen = Effect.flatMap(
+          keysMatching(`*${ns}*`),
+          (keys) => Effect.flatMap(Redis.Redis, (redis) => redis.command("DEL", keys))
+        )
+        const { exported, spans, value } = yield* withSdk(
+          Effect.exit(Lock.withLock(lock, "job")(Effect.zipRight(stolen, Effect.never))),
+          store.layer()
+        )
+        expect(value._tag).toBe("Failure")
+        expect(one(spans, "Lock.hold").attributes["wakuwaku.lease.lost_reason"]).toBe("Expired")
+        const labels = { kind: "Lock", policy: ns }
+        expect(point(exported, "wakuwaku_lease_lost", { ...labels, reason: "Expired" })?.value).toBe(1)
+        const waited = point(exported, "wakuwaku_lease_wait_seconds", { ...labels, outcome: "acquired", unit: "s" })
+        expect((waited?.value as { count: number } | undefined)?.count).toBe(1)
+        const held = point(exported, "wakuwaku_lease_hold_seconds", { ...labels, unit: "s" })
+        expect((held?.value as { count: number } | undefined)?.count).toBe(1)
       }))
 
     it.live("a pipe: send and receive spans; messages counted by operation", () =>
@@ -322,4 +350,46 @@ describe("Telemetry: defaults and settings", () => {
       new TypeError("wakuwaku: Telemetry option spans must be a boolean, got yes")
     )
   })
+})
+
+describe("Telemetry: the HTTP verdict on the request's span", () => {
+  const request = (app: Effect.Effect<HttpServerResponse.HttpServerResponse, unknown, unknown>) =>
+    Effect.provideService(
+      app,
+      HttpServerRequest.HttpServerRequest,
+      HttpServerRequest.fromWeb(new Request("http://localhost/"))
+    ).pipe(Effect.withSpan("request")) as Effect.Effect<HttpServerResponse.HttpServerResponse, unknown, Redis.ReadWrite>
+  const hello = Effect.succeed(HttpServerResponse.text("hello"))
+
+  it.live("a denial: decision, policy, the policy that denied, retry-after", () =>
+    Effect.gen(function*() {
+      const limiter = TokenBucket.make<string>(freshNamespace(), 1, Rate.perSecond(1))
+      const app = RateLimit.middleware({ limiter, key: () => "k", onStoreFailure: "fail-closed" })(hello)
+      const { spans, value } = yield* withSdk(Effect.zipRight(request(app), request(app)), Redis.layerMemory())
+      expect(value.status).toBe(429)
+      const [, denied] = byName(spans, "request")
+      expect(denied!.attributes).toMatchObject({
+        "wakuwaku.decision": "denied",
+        "wakuwaku.policy": limiter.namespace,
+        "wakuwaku.denied_by": limiter.namespace,
+        "wakuwaku.retry_after_ms": 1000
+      })
+    }))
+
+  it.live("a store failure: the store-failure policy applied, and the failure's reason on the decision span", () =>
+    Effect.gen(function*() {
+      const limiter = TokenBucket.make<string>(freshNamespace(), 1, Rate.perSecond(1))
+      const app = RateLimit.middleware({ limiter, key: () => "k", onStoreFailure: "fail-open" })(hello)
+      // A client that cannot send: every call fails at once.
+      const client = new IORedis({ port: 1, lazyConnect: true, enableOfflineQueue: false })
+      const { spans, value } = yield* withSdk(request(app), Redis.layerClient(client))
+      client.disconnect()
+      expect(value.status).toBe(200)
+      expect(one(spans, "request").attributes).toMatchObject({
+        "wakuwaku.decision": "fail-open",
+        "wakuwaku.policy": limiter.namespace,
+        "wakuwaku.store.on_failure": "fail-open"
+      })
+      expect(one(spans, "TokenBucket.acquire").attributes["wakuwaku.store.failure"]).toBe("Connection")
+    }))
 })

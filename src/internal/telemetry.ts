@@ -320,12 +320,44 @@ const reasonOf = (error: unknown): string => {
   return typeof e.reason === "string" ? e.reason : typeof e._tag === "string" ? e._tag : "unknown"
 }
 
+/** @internal What an HTTP verdict says, as {@link verdict} reads it. */
+export interface Verdict {
+  readonly decision: string
+  readonly policy: string
+  readonly violated: ReadonlyArray<string>
+  readonly retryAfter: number | undefined
+  readonly remaining: number | undefined
+}
+
+const STORE_FAILURE_POLICY: Record<string, string> = {
+  "fail-open": "fail-open",
+  "fail-closed": "fail-closed",
+  "fallback-allowed": "fallback",
+  "fallback-denied": "fallback",
+  "fallback-unsplittable": "fallback"
+}
+
 /**
- * @internal Annotates the current span (the HTTP request's, or a decision's) with a verdict that a store-failure
- * policy decided: the failure's reason and the policy applied (fail-open, fail-closed, fallback).
+ * @internal When spans are on, annotates the current span (the HTTP request's) with the verdict `effect` decides:
+ * the decision (`allowed`, `denied`, `fail-open`, …), the policy applied, those that denied, the retry-after
+ * (whole seconds, as the response says it) and, when the store failed, the store-failure policy applied.
  */
-export const annotateStoreFailure = (reason: string, policy: string): Effect.Effect<void> =>
-  Effect.annotateCurrentSpan({ [Attr.storeFailure]: reason, [Attr.onStoreFailure]: policy })
+export const verdict = <A, E, R>(effect: Effect.Effect<A, E, R>, of: (a: A) => Verdict): Effect.Effect<A, E, R> =>
+  Effect.withFiberRuntime((fiber) => {
+    if (!fiber.getFiberRef(currentSettings).spans) return effect
+    return Effect.tap(effect, (a) => {
+      const v = of(a)
+      const onFailure = STORE_FAILURE_POLICY[v.decision]
+      return Effect.annotateCurrentSpan({
+        [Attr.decision]: v.decision,
+        [Attr.policy]: v.policy,
+        ...(v.violated.length > 0 ? { [Attr.deniedBy]: v.violated.join(",") } : {}),
+        ...(v.retryAfter === undefined ? {} : { [Attr.retryAfterMs]: v.retryAfter * 1000 }),
+        ...(v.remaining === undefined ? {} : { [Attr.remaining]: v.remaining }),
+        ...(onFailure === undefined ? {} : { [Attr.onStoreFailure]: onFailure })
+      })
+    })
+  })
 
 // Store requests.
 
@@ -512,7 +544,10 @@ export const leaseHold = (lock: () => string) =>
       Effect.addFinalizer(() =>
         Effect.sync(() => {
           if (settings.metrics) {
-            leaseHeld.unsafeUpdate((performance.now() - started) / 1000, labels("kind", l.kind, "policy", l.policy, "unit", "s"))
+            leaseHeld.unsafeUpdate(
+              (performance.now() - started) / 1000,
+              labels("kind", l.kind, "policy", l.policy, "unit", "s")
+            )
           }
         })
       ),
