@@ -4,10 +4,10 @@
  * The first row of test/bench/tokenBucket.ts (256 fibers, each calling `BUCKET.acquire(name_i, 1)` in a
  * loop, every acquire allowed) under four settings, rounds alternated A B C D A B C D:
  *
- * - off: `Telemetry.layer({ metrics: false })`: no metric, no span;
- * - default: nothing provided: metrics on (Effect Metrics in the process's registry), spans off;
- * - spans, Effect's tracer: `Telemetry.layer({ spans: true })` and no tracer installed: Effect's built-in
- *   tracer still makes every span;
+ * - off: nothing provided (the default): no metric, no span;
+ * - metrics: `Telemetry.layer({})`: Effect Metrics in the process's registry, no span;
+ * - spans, Effect's tracer: `Telemetry.layer({ spans: true })` (metrics too) and no tracer installed: Effect's
+ *   built-in tracer still makes every span;
  * - spans, OpenTelemetry: the same with `@effect/opentelemetry`'s NodeSdk, a SimpleSpanProcessor into an
  *   InMemorySpanExporter (emptied after each round, untimed) and a metric reader.
  *
@@ -59,8 +59,8 @@ interface Setting {
 
 const spans = new InMemorySpanExporter()
 const SETTINGS: ReadonlyArray<Setting> = [
-  { name: "off (metrics: false)", layer: Telemetry.layer({ metrics: false }) },
-  { name: "default (metrics)", layer: Layer.empty },
+  { name: "off (the default)", layer: Layer.empty },
+  { name: "metrics: `Telemetry.layer({})`", layer: Telemetry.layer({}) },
   { name: "spans, Effect's tracer", layer: Telemetry.layer({ spans: true }) },
   {
     name: "spans, OpenTelemetry SDK",
