@@ -59,6 +59,54 @@ export const withSettings: (options: Options) => <A, E, R>(self: Effect.Effect<A
   internal.withSettings
 
 /**
+ * The span attribute names, by role.
+ *
+ * @since 0.1.0
+ * @category names
+ */
+export interface AttributeNames {
+  readonly dbSystemName: "db.system.name"
+  readonly dbOperationName: "db.operation.name"
+  readonly dbOperationBatchSize: "db.operation.batch.size"
+  readonly dbQuerySummary: "db.query.summary"
+  readonly serverAddress: "server.address"
+  readonly serverPort: "server.port"
+  readonly errorType: "error.type"
+  readonly script: "wakuwaku.script"
+  readonly kind: "wakuwaku.kind"
+  readonly policy: "wakuwaku.policy"
+  readonly decision: "wakuwaku.decision"
+  readonly cost: "wakuwaku.cost"
+  readonly remaining: "wakuwaku.remaining"
+  readonly retryAfterMs: "wakuwaku.retry_after_ms"
+  readonly deniedBy: "wakuwaku.denied_by"
+  readonly storeFailure: "wakuwaku.store.failure"
+  readonly onStoreFailure: "wakuwaku.store.on_failure"
+  readonly shadowWouldDeny: "wakuwaku.shadow.would_deny"
+  readonly lock: "wakuwaku.lock"
+  readonly leaseOutcome: "wakuwaku.lease.outcome"
+  readonly leaseWaitMs: "wakuwaku.lease.wait_ms"
+  readonly leaseLostReason: "wakuwaku.lease.lost_reason"
+  readonly pipe: "wakuwaku.pipe"
+  readonly pipeOperation: "wakuwaku.pipe.operation"
+}
+
+/**
+ * The metric names, by role.
+ *
+ * @since 0.1.0
+ * @category names
+ */
+export interface MetricNames {
+  readonly decisions: "wakuwaku_limiter_decisions"
+  readonly storeDuration: "db.client.operation.duration"
+  readonly leaseWait: "wakuwaku_lease_wait_seconds"
+  readonly leaseHold: "wakuwaku_lease_hold_seconds"
+  readonly leaseLost: "wakuwaku_lease_lost"
+  readonly pipeMessages: "wakuwaku_pipe_messages"
+}
+
+/**
  * Span attribute names. OpenTelemetry's database conventions: `db.system.name` (`redis`, or
  * `wakuwaku.memory` for the embedded backend), `db.operation.name` (`EVALSHA`, `EVALSHA_RO` or a command
  * such as `DEL`), `db.operation.batch.size` (set when a request carries 2 calls or more),
@@ -69,7 +117,7 @@ export const withSettings: (options: Options) => <A, E, R>(self: Effect.Effect<A
  * @since 0.1.0
  * @category names
  */
-export const Attributes: typeof internal.Attr = internal.Attr
+export const Attributes: AttributeNames = internal.Attr
 
 /**
  * Metric names.
@@ -77,7 +125,7 @@ export const Attributes: typeof internal.Attr = internal.Attr
  * @since 0.1.0
  * @category names
  */
-export const MetricNames: typeof internal.MetricName = internal.MetricName
+export const MetricNames: MetricNames = internal.MetricName
 
 /**
  * Limiter decisions: a counter labelled `kind` (`TokenBucket`, `FixedWindow`), `policy` (the limiter's

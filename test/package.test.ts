@@ -89,7 +89,7 @@ describe("package", () => {
     expect(stdout).toContain("Usage: wakuwaku proxy [flags]")
   })
 
-  it("the root exports the namespaces Admission, Capability, FixedWindow, Lock, Pipe, Rate, Redis, RwLock, Script, Semaphore and TokenBucket", async () => {
+  it("the root exports the namespaces Admission, Capability, FixedWindow, Lock, Pipe, Rate, Redis, RwLock, Script, Semaphore, Telemetry and TokenBucket", async () => {
     const { stdout } = await node(`import("wakuwaku").then((m) => console.log(JSON.stringify(Object.keys(m))))`)
     expect(JSON.parse(stdout)).toEqual([
       "Admission",
@@ -102,6 +102,7 @@ describe("package", () => {
       "RwLock",
       "Script",
       "Semaphore",
+      "Telemetry",
       "TokenBucket"
     ])
   })

@@ -29,11 +29,12 @@ import * as MetricBoundaries from "effect/MetricBoundaries"
 import * as MetricLabel from "effect/MetricLabel"
 import * as Option from "effect/Option"
 import type * as Tracer from "effect/Tracer"
+import type * as Telemetry from "../Telemetry.js"
 
 // The contract: span names, attribute names and metric names.
 
 /** @internal Attribute names: OpenTelemetry's database conventions where they exist, `wakuwaku.*` elsewhere. */
-export const Attr = {
+export const Attr: Telemetry.AttributeNames = {
   dbSystemName: "db.system.name",
   dbOperationName: "db.operation.name",
   dbOperationBatchSize: "db.operation.batch.size",
@@ -58,20 +59,20 @@ export const Attr = {
   leaseLostReason: "wakuwaku.lease.lost_reason",
   pipe: "wakuwaku.pipe",
   pipeOperation: "wakuwaku.pipe.operation"
-} as const
+}
 
 /** @internal `db.system.name` of each backend: Redis, and the embedded one (no server). */
 export const SYSTEM = { redis: "redis", memory: "wakuwaku.memory" } as const
 
 /** @internal Metric names. */
-export const MetricName = {
+export const MetricName: Telemetry.MetricNames = {
   decisions: "wakuwaku_limiter_decisions",
   storeDuration: "db.client.operation.duration",
   leaseWait: "wakuwaku_lease_wait_seconds",
   leaseHold: "wakuwaku_lease_hold_seconds",
   leaseLost: "wakuwaku_lease_lost",
   pipeMessages: "wakuwaku_pipe_messages"
-} as const
+}
 
 /** @internal A limiter decision's counter: labels `kind`, `policy`, `decision` (allowed, denied, failed). */
 export const decisions: Metric.Metric.Counter<number> = Metric.counter(MetricName.decisions, {
