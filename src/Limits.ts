@@ -215,7 +215,7 @@ export interface WouldDeny {
 }
 
 /**
- * Would-be denials of shadow limits: a counter, `wakuwaku.shadow.would_deny`, tagged `policy` (the shadow
+ * Would-be denials of shadow limits: a counter, `wakuwaku_shadow_would_deny`, tagged `policy` (the shadow
  * limiter's namespace), incremented once per {@link WouldDeny}.
  *
  * @since 0.2.0

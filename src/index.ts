@@ -45,3 +45,5 @@ export * as Semaphore from "./Semaphore.js"
 
 /** @since 0.2.0 */
 export * as Limits from "./Limits.js"
+/** @since 0.1.0 */
+export * as Telemetry from "./Telemetry.js"

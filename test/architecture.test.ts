@@ -139,6 +139,7 @@ describe("architecture: the import rules", () => {
       "Redis.ts",
       "Capability.ts",
       "Script.ts",
+      "Telemetry.ts",
       "Admission.ts",
       "Limiter.ts",
       "Rate.ts",

@@ -89,13 +89,14 @@ describe("package", () => {
     expect(stdout).toContain("Usage: wakuwaku proxy [flags]")
   })
 
-  it("the root exports the namespaces Admission, Capability, FixedWindow, Limiter, Lock, Pipe, Rate, Redis, RwLock, Script, Semaphore, SlidingWindow and TokenBucket", async () => {
+  it("the root exports the namespaces Admission, Capability, FixedWindow, Limiter, Limits, Lock, Pipe, Rate, Redis, RwLock, Script, Semaphore, SlidingWindow, Telemetry and TokenBucket", async () => {
     const { stdout } = await node(`import("wakuwaku").then((m) => console.log(JSON.stringify(Object.keys(m))))`)
     expect(JSON.parse(stdout)).toEqual([
       "Admission",
       "Capability",
       "FixedWindow",
       "Limiter",
+      "Limits",
       "Lock",
       "Pipe",
       "Rate",
@@ -104,6 +105,7 @@ describe("package", () => {
       "Script",
       "Semaphore",
       "SlidingWindow",
+      "Telemetry",
       "TokenBucket"
     ])
   })

@@ -19,6 +19,7 @@ import { dedicated } from "./client/dedicated.js"
 import { redisError, timedOut } from "./errors.js"
 import { checkKeys, scriptEntry, type ScriptOn } from "./script.js"
 import * as core from "./service.js"
+import * as telemetry from "./telemetry.js"
 
 export { Deadlines } from "./client/deadlines.js"
 
@@ -35,13 +36,17 @@ const isNoScript = (cause: unknown) => cause instanceof Error && cause.message.s
 export const make = (client: IORedis | Cluster, deadlines?: Deadlines, last?: () => unknown): Redis.Service => {
   /** Requests sent and not yet answered. */
   let inFlight = 0
+  const server: telemetry.Server = client instanceof Cluster
+    ? { system: telemetry.SYSTEM.redis }
+    : { system: telemetry.SYSTEM.redis, address: client.options.host, port: client.options.port }
 
   /** Sends one request and hands its outcome to `settle`, once: the reply, a failure or the deadline. */
   const send = (
     operation: () => string,
     run: () => Promise<unknown>,
     retry: ((cause: unknown) => Promise<unknown> | undefined) | undefined,
-    settle: (outcome: Outcome) => void
+    settle: (outcome: Outcome) => void,
+    call: telemetry.Call
   ) => {
     let done = false
     inFlight++
@@ -49,6 +54,7 @@ export const make = (client: IORedis | Cluster, deadlines?: Deadlines, last?: ()
       if (done) return
       done = true
       inFlight--
+      call.end("error" in outcome ? outcome.error : undefined)
       if (entry) deadlines!.untrack(entry)
       settle(outcome)
     }
@@ -70,7 +76,8 @@ export const make = (client: IORedis | Cluster, deadlines?: Deadlines, last?: ()
     script: Script.Script<unknown>,
     keys: ReadonlyArray<string>,
     args: ReadonlyArray<string>,
-    settle: (outcome: Outcome) => void
+    settle: (outcome: Outcome) => void,
+    traces: ReadonlyArray<telemetry.Trace | undefined>
   ) =>
     send(
       () => `script ${script.name}`,
@@ -83,7 +90,8 @@ export const make = (client: IORedis | Cluster, deadlines?: Deadlines, last?: ()
           : script.readOnly === true
           ? client.call("eval_ro", script.lua, keys.length, ...keys, ...args)
           : client.eval(script.lua, keys.length, ...keys, ...args),
-      settle
+      settle,
+      telemetry.storeCall(traces, server, script.readOnly ? "EVALSHA_RO" : "EVALSHA", script.name, traces.length)
     )
 
   const batched = batch.make(sendScript, () => inFlight === 0, client instanceof Cluster)
@@ -101,7 +109,9 @@ export const make = (client: IORedis | Cluster, deadlines?: Deadlines, last?: ()
       ? Effect.dieMessage(wrong)
       : call.many !== undefined
       ? batched(fiber, status, call, keys, args)
-      : Effect.async((resume) => sendScript(call, keys, args, (outcome) => resume(decodedExit(call, outcome))))
+      : Effect.async((resume) =>
+        sendScript(call, keys, args, (outcome) => resume(decodedExit(call, outcome)), [telemetry.traceOf(fiber)])
+      )
     return run as Effect.Effect<A, Redis.RedisError>
   }
 
@@ -109,14 +119,17 @@ export const make = (client: IORedis | Cluster, deadlines?: Deadlines, last?: ()
     [core.TypeId]: core.TypeId,
     ...scriptEntry(scriptOn),
     command: (name, args) =>
-      Effect.async((resume) =>
-        send(
-          () => name,
-          client instanceof Cluster && EVERY_MASTER.has(name.toUpperCase())
-            ? () => onEveryMaster(client, name, args)
-            : () => client.call(name, ...args),
-          undefined,
-          (o) => resume(toEffect(o))
+      Effect.withFiberRuntime((fiber) =>
+        Effect.async((resume) =>
+          send(
+            () => name,
+            client instanceof Cluster && EVERY_MASTER.has(name.toUpperCase())
+              ? () => onEveryMaster(client, name, args)
+              : () => client.call(name, ...args),
+            undefined,
+            (o) => resume(toEffect(o)),
+            telemetry.storeCall([telemetry.traceOf(fiber)], server, name.toUpperCase(), undefined, 1)
+          )
         )
       ),
     dedicated: dedicated(client, (id, via) =>
@@ -125,7 +138,8 @@ export const make = (client: IORedis | Cluster, deadlines?: Deadlines, last?: ()
           () => "CLIENT KILL",
           () => (via ?? (client as IORedis)).call("CLIENT", "KILL", "ID", id),
           undefined,
-          (o) => resume(toEffect(o))
+          (o) => resume(toEffect(o)),
+          telemetry.storeCall([], server, "CLIENT", undefined, 1)
         )
       ))
   }

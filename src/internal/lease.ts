@@ -74,6 +74,7 @@ export const wait = (options: {
   ...options,
   ...(options.deadline === undefined ? {} : { deadline: positive(options.deadline, "Lock.wait deadline") })
 })
+import * as telemetry from "./telemetry.js"
 
 /**
  * @internal A fresh token: 128 random bits from `crypto`, base64url. Drawn from a pool refilled 4 KiB
@@ -134,7 +135,12 @@ export const acquire = <T extends Lease<R>, E, R>(
       schedule: (policy.schedule ?? backoff).pipe(Schedule.upTo(policy.deadline ?? ttl)),
       while: (error) => error instanceof Busy
     })
-  return Effect.catchIf(tried, (error): error is Busy => error instanceof Busy, () => Effect.fail(unavailable()))
+  const result = Effect.catchIf(
+    tried,
+    (error): error is Busy => error instanceof Busy,
+    () => Effect.fail(unavailable())
+  )
+  return telemetry.leaseAcquire(() => unavailable().lock, result)
 }
 
 /**
@@ -172,13 +178,16 @@ export const hold = <T extends Lease<R>, R>(
   Effect.gen(function*() {
     const { token } = granted
     const lost = yield* Deferred.make<never, Lock.LeaseLost>()
+    const traced = yield* telemetry.leaseHold(() => lostError("Expired").lock)
     const early = yield* keepAlive({
       ttl,
       every: renewEvery,
       since: granted.sent,
       renew: token.extend,
-      onLost: (reason) => Deferred.fail(lost, lostError(reason))
+      onLost: (reason) =>
+        Effect.zipRight(Effect.sync(() => telemetry.leaseLost(traced, reason)), Deferred.fail(lost, lostError(reason)))
     })
+    if (early !== undefined) telemetry.leaseLost(traced, early)
     return { token, lost: early === undefined ? Deferred.await(lost) : Exit.fail(lostError(early)) }
   })
 

@@ -21,6 +21,7 @@ import { parseText } from "./duration.js"
 import * as key from "./key.js"
 import * as access from "./redis.js"
 import { runOn, unexpectedReply } from "./script.js"
+import * as telemetry from "./telemetry.js"
 
 const { Admission } = Admission_
 type Admission = Admission_.Admission
@@ -97,6 +98,7 @@ export class Limiter<Name extends Redis.KeyName, E extends Capability.AnyEntity>
   ) {
     this.label = `${kind}(${namespace})`
     this[LimiterTypeId] = Object.freeze({ kind, ...description })
+    this.decisions = new telemetry.Decisions(kind, [{ kind, policy: namespace }])
     this.prefix = key.itemKey(kind, namespace, "")
   }
 
@@ -106,6 +108,8 @@ export class Limiter<Name extends Redis.KeyName, E extends Capability.AnyEntity>
     return this.small[cost] ??= [this.shape, String(cost)]
   }
   private readonly small: Array<ReadonlyArray<string>> = []
+  /** Its telemetry's labels and attributes. */
+  readonly decisions: telemetry.Decisions
 
   /** The key of `name`, or why it has none (an `InvalidInput` of `operation`). */
   keyOf(operation: string, name: Name): string | Redis.InvalidInput {
@@ -149,7 +153,7 @@ export class Limiter<Name extends Redis.KeyName, E extends Capability.AnyEntity>
     name: Name,
     cost: number
   ): Effect.Effect<Admission, Failure, Redis.Redis | Capability.Write<E>> =>
-    this.spend("acquire", this.scripts.acquire, name, cost)
+    telemetry.decide(this.decisions, cost, this.spend("acquire", this.scripts.acquire, name, cost))
 
   readonly reset = (name: Name): Effect.Effect<boolean, Failure, Redis.Redis | Capability.Write<E>> => {
     const k = this.keyOf("reset", name)

@@ -36,6 +36,7 @@ import { NOW_US } from "./lua.js"
 import * as access from "./redis.js"
 import { defineOver } from "./script.js"
 import * as shadow from "./shadow.js"
+import * as telemetry from "./telemetry.js"
 
 const { Allowed, Denied } = Admission_.Admission
 
@@ -378,12 +379,29 @@ export const acquire = (
   cost: number,
   shadows?: ReadonlyArray<boolean>
 ): Effect.Effect<Outcome, Redis.RedisError | Redis.InvalidInput, Redis.Redis> =>
-  withCall(limiters, name, cost, "acquire", (redis, call) =>
-    slotted(
-      redis,
-      () => redis.script(scripts().acquire, call.keys, [call.units, ...call.specs]),
-      () => split(redis, call)
-    ), shadows)
+  telemetry.decide(
+    decisionsOf(limiters),
+    cost,
+    withCall(limiters, name, cost, "acquire", (redis, call) =>
+      slotted(
+        redis,
+        () => redis.script(scripts().acquire, call.keys, [call.units, ...call.specs]),
+        () => split(redis, call)
+      ), shadows)
+  )
+
+/** A group's telemetry labels, made once per list of limiters. */
+const decisionsOf = (limiters: ReadonlyArray<AnyLimiter>): telemetry.Decisions => {
+  let found = groupDecisions.get(limiters)
+  if (found === undefined) {
+    groupDecisions.set(
+      limiters,
+      found = new telemetry.Decisions("Limits", limiters.flatMap((l) => l.decisions.policies))
+    )
+  }
+  return found
+}
+const groupDecisions = new WeakMap<ReadonlyArray<AnyLimiter>, telemetry.Decisions>()
 
 /**
  * @internal Asks every limiter, writing nothing, when its own acquire would allow `cost` on `name` if nobody

@@ -24,6 +24,7 @@ import { command, side, upper } from "./memory/commands.js"
 import { Db } from "./memory/keyspace.js"
 import { checkKeys, decodedReply, ReplyError, scriptEntry, type ScriptOn } from "./script.js"
 import * as core from "./service.js"
+import * as telemetry from "./telemetry.js"
 import { notCount } from "./validate.js"
 
 class StoreImpl implements Redis.MemoryStore {
@@ -153,6 +154,8 @@ const close = (store: StoreImpl, id: number, connection: Connection) => {
   connection.wake?.()
 }
 
+const MEMORY: telemetry.Server = { system: telemetry.SYSTEM.memory }
+
 /** @internal The service over a store. */
 export const make = (store: Redis.MemoryStore): Redis.Service => {
   const impl = store as StoreImpl
@@ -163,6 +166,13 @@ export const make = (store: Redis.MemoryStore): Redis.Service => {
   const scriptOn = <A>(
     fiber: Fiber.RuntimeFiber<unknown, unknown>,
     _: FiberStatus.Running,
+    script: Script.Script<A>,
+    keys: ReadonlyArray<string>,
+    args: ReadonlyArray<string>
+  ): Effect.Effect<A, Redis.RedisError> =>
+    telemetry.storeSync(fiber, MEMORY, "EVALSHA", script.name, () => runScript(fiber, script, keys, args))
+  const runScript = <A>(
+    fiber: Fiber.RuntimeFiber<unknown, unknown>,
     script: Script.Script<A>,
     keys: ReadonlyArray<string>,
     args: ReadonlyArray<string>

@@ -19,6 +19,7 @@ import { BEAT_SCRIPT, CLOSE_SCRIPT, SEND } from "./pipe/scripts.js"
 import * as access from "./redis.js"
 import { runOn } from "./script.js"
 import * as core from "./service.js"
+import * as telemetry from "./telemetry.js"
 
 const KIND = "Pipe"
 
@@ -138,7 +139,8 @@ class PipeImpl<Name extends Redis.KeyName, A> implements Pipe.Pipe<Name, A> {
     }
     const { closed, inflight, messages } = keys.right
     const args = [payload, String(this.ttlMillis)]
-    return access.write(entity, (redis) => runOn(redis, SEND, [messages, closed, inflight], args))
+    const sent = access.write(entity, (redis) => runOn(redis, SEND, [messages, closed, inflight], args))
+    return telemetry.pipeOperation(this.namespace, "send", sent)
   }
 
   readonly close = (name: Name): Effect.Effect<void, Redis.RedisError | Redis.InvalidInput, Pipe.Requirements> => {

@@ -55,7 +55,7 @@ export const wouldDeny = (
 export const ATTRIBUTE = "wakuwaku.shadow.would_deny"
 
 /** @internal */
-export const wouldDenyCounter = Metric.counter("wakuwaku.shadow.would_deny", {
+export const wouldDenyCounter = Metric.counter("wakuwaku_shadow_would_deny", {
   description: "Requests allowed that a shadow limit would have denied, by policy",
   incremental: true
 })

@@ -11,7 +11,16 @@ import { spawnSync } from "node:child_process"
 import { performance } from "node:perf_hooks"
 import { fileURLToPath } from "node:url"
 
-const PARTS = ["tokenBucket.ts", "memory.ts", "lock.ts", "semaphore.ts", "pipe.ts", "proxy.ts", "httpApi.ts"] as const
+const PARTS = [
+  "tokenBucket.ts",
+  "memory.ts",
+  "lock.ts",
+  "semaphore.ts",
+  "pipe.ts",
+  "proxy.ts",
+  "httpApi.ts",
+  "telemetry.ts"
+] as const
 const ROOT = fileURLToPath(new URL("../../", import.meta.url))
 const flags = process.argv.slice(2)
 

@@ -26,6 +26,7 @@ import type * as Script from "../../Script.js"
 import { redisError } from "../errors.js"
 import { decodedReply, unexpectedReply } from "../script.js"
 import * as core from "../service.js"
+import * as telemetry from "../telemetry.js"
 
 /** @internal The outcome of one request: its reply, or its failure. */
 export type Outcome = { readonly reply: unknown } | { readonly error: Redis.RedisError }
@@ -39,7 +40,9 @@ export type SendScript = (
   script: Script.Script<unknown>,
   keys: ReadonlyArray<string>,
   args: ReadonlyArray<string>,
-  settle: (outcome: Outcome) => void
+  settle: (outcome: Outcome) => void,
+  /** The telemetry of each call the request carries (./telemetry.ts). */
+  traces: ReadonlyArray<telemetry.Trace | undefined>
 ) => void
 
 type Resume = (effect: Effect.Effect<unknown, Redis.RedisError>) => void
@@ -73,6 +76,8 @@ interface Batch {
   readonly resumes: Array<Resume | undefined>
   /** Each call's fiber, to ask at flush time whether it was interrupted; unset when it cannot be. */
   readonly fibers: Array<(Fiber.RuntimeFiber<unknown, unknown> & Interruptible) | undefined>
+  /** Each call's telemetry. */
+  readonly traces: Array<telemetry.Trace | undefined>
   sent: boolean
 }
 
@@ -96,7 +101,7 @@ export const make = (
     batch.sent = true
     if (batch.group.get(batch.id) === batch) batch.group.delete(batch.id)
     const { script } = batch
-    let { args, keys, resumes } = batch
+    let { args, keys, resumes, traces } = batch
     let dropped = false
     for (let i = 0; i < resumes.length; i++) {
       const fiber = batch.fibers[i]
@@ -107,7 +112,12 @@ export const make = (
     }
     if (dropped) {
       // Leave out the calls interrupted while they waited.
-      const kept = { keys: [] as Array<string>, args: [] as Array<string>, resumes: [] as Array<Resume> }
+      const kept = {
+        keys: [] as Array<string>,
+        args: [] as Array<string>,
+        resumes: [] as Array<Resume>,
+        traces: [] as Array<telemetry.Trace | undefined>
+      }
       let argAt = 0
       for (let i = 0; i < resumes.length; i++) {
         const count = batch.argCounts[i]!
@@ -116,15 +126,16 @@ export const make = (
           for (let k = i * script.keys; k < (i + 1) * script.keys; k++) kept.keys.push(keys[k]!)
           for (let a = argAt; a < argAt + count; a++) kept.args.push(args[a]!)
           kept.resumes.push(resume)
+          kept.traces.push(traces[i])
         }
         argAt += count
       }
-      ;({ args, keys, resumes } = kept)
+      ;({ args, keys, resumes, traces } = kept)
     }
     if (resumes.length === 0) return
     if (resumes.length === 1) {
       const resume = resumes[0]!
-      send(script, keys, [...batch.shared, ...args], (outcome) => resume(decodedExit(script, outcome)))
+      send(script, keys, [...batch.shared, ...args], (outcome) => resume(decodedExit(script, outcome)), traces)
       return
     }
     const many = script.many!
@@ -145,7 +156,7 @@ export const make = (
         const error = unexpectedReply(`script ${many.name}`, outcome.reply, `an array of ${resumes.length} replies`)
         for (const resume of resumes) resume!(Exit.fail(error))
       }
-    })
+    }, traces)
   }
 
   /**
@@ -174,6 +185,7 @@ export const make = (
         argCounts: [],
         resumes: [],
         fibers: [],
+        traces: [],
         sent: false
       }
       group.set(id, fresh)
@@ -189,11 +201,13 @@ export const make = (
     keys: ReadonlyArray<string>,
     args: ReadonlyArray<string>,
     resume: Resume,
-    fiber: (Fiber.RuntimeFiber<unknown, unknown> & Interruptible) | undefined
+    fiber: (Fiber.RuntimeFiber<unknown, unknown> & Interruptible) | undefined,
+    trace: telemetry.Trace | undefined
   ) => {
     const shared = batch.shared.length
     const index = batch.resumes.push(resume) - 1
     batch.fibers.push(fiber)
+    batch.traces.push(trace)
     for (let i = 0; i < keys.length; i++) batch.keys.push(keys[i]!)
     for (let i = shared; i < args.length; i++) batch.args.push(args[i]!)
     batch.argCounts.push(args.length - shared)
@@ -211,24 +225,27 @@ export const make = (
     args: ReadonlyArray<string>
   ): Effect.Effect<unknown, Redis.RedisError> => {
     const id = idOf(script, keys, args)
+    const trace = telemetry.traceOf(fiber)
     if (idle() && open.get(script)?.get(id) === undefined) {
       // Nothing to wait for: an idle connection sends a lone call at once.
-      return Effect.async((resume) => send(script, keys, args, (outcome) => resume(decodedExit(script, outcome))))
+      return Effect.async((resume) =>
+        send(script, keys, args, (outcome) => resume(decodedExit(script, outcome)), [trace])
+      )
     }
     if (!RuntimeFlags.interruptible(status.runtimeFlags)) {
       // Nothing can interrupt the call while it waits.
       return Effect.async((resume) => {
-        enqueue(batchOf(script, id, args), keys, args, resume, undefined)
+        enqueue(batchOf(script, id, args), keys, args, resume, undefined, trace)
       })
     }
     if (ask(fiber)) {
       return Effect.async((resume) => {
-        enqueue(batchOf(script, id, args), keys, args, resume, fiber)
+        enqueue(batchOf(script, id, args), keys, args, resume, fiber, trace)
       })
     }
     return Effect.async((resume) => {
       const batch = batchOf(script, id, args)
-      const index = enqueue(batch, keys, args, resume, undefined)
+      const index = enqueue(batch, keys, args, resume, undefined, trace)
       return Effect.sync(() => {
         batch.resumes[index] = undefined
       })

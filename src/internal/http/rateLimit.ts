@@ -14,6 +14,7 @@ import type * as Tracer from "effect/Tracer"
 import type * as ClientIp from "../../ClientIp.js"
 import type * as RateLimit from "../../RateLimit.js"
 import type * as Redis from "../../Redis.js"
+import * as telemetry from "../telemetry.js"
 import * as clientIp from "./clientIp.js"
 import * as decision from "./decision.js"
 import * as fields from "./fields.js"
@@ -77,9 +78,10 @@ export interface ChosenOptions<PE, PR, CE, CR> extends RateLimit.CommonOptions<C
 /** A name and a cost decided by `limit`: a denial remembered needs no store. */
 const decideWith = <LR>(limit: decision.Limit<LR>, name: string, units: number) => {
   const remembered = limit.recall(name, units)
-  return remembered !== undefined
+  const decided = remembered !== undefined
     ? Effect.succeed<Decided>({ field: limit.field, verdict: remembered, units })
     : Effect.map(limit.decide(name, units), (verdict): Decided => ({ field: limit.field, verdict, units }))
+  return telemetry.verdict(decided, (d) => d.verdict)
 }
 
 /**

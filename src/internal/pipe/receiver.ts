@@ -27,6 +27,7 @@ import type * as Redis from "../../Redis.js"
 import { defaultEvery, keepAlive } from "../keepAlive.js"
 import * as lease from "../lease.js"
 import { runOn, unexpectedReply } from "../script.js"
+import * as telemetry from "../telemetry.js"
 import * as errors from "./errors.js"
 import { BATCH, BEAT, CLOSE, FETCH, MODE, OPEN, RELEASE, RENEW } from "./scripts.js"
 
@@ -44,6 +45,7 @@ export interface Keys {
 
 /** @internal What the receiver needs of its pipe. */
 export interface Receiving<A> {
+  readonly namespace: string
   readonly label: string
   readonly ttl: Duration.Duration
   readonly ttlMillis: number
@@ -194,7 +196,7 @@ export const receiver = <A>(
     // One message per chunk (a consumer that stops early, say with `Stream.take`, leaves nothing handed
     // over and unread), as a channel that loops: cheaper per message than `Stream.repeatEffectOption`.
     const loop: Channel.Channel<Chunk.Chunk<A>, unknown, Pipe.ReceiveError, unknown, void, unknown> = Channel.flatMap(
-      Channel.fromEffect(pull),
+      Channel.fromEffect(telemetry.pipeOperation(pipe.namespace, "receive", pull, END)),
       (a) => a === END ? Channel.void : Channel.zipRight(Channel.write(Chunk.of(a)), Channel.suspend(() => loop))
     )
     return Stream.fromChannel(loop)
