@@ -16,10 +16,6 @@ export default defineConfig({
     maxWorkers: 4,
     minWorkers: 1,
     testTimeout: 30_000,
-    hookTimeout: 30_000,
-    typecheck: {
-      include: ["test/**/*.test-d.ts"],
-      tsconfig: "./tsconfig.json"
-    }
+    hookTimeout: 30_000
   }
 })

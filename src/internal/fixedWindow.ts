@@ -12,6 +12,7 @@ import * as limiter from "./limiter.js"
 import * as limits from "./limits.js"
 import { NOW_US } from "./lua.js"
 import { define, manyLua, manyTwin, ReplyError } from "./script.js"
+import { notCount } from "./validate.js"
 
 const KIND = "FixedWindow"
 
@@ -239,11 +240,8 @@ export const make = <Name extends Redis.KeyName>(
   window: Duration.DurationInput
 ): FixedWindow.FixedWindow<Name> => {
   key.validateNamespace(KIND, namespace)
-  if (typeof limit !== "number" || !Number.isSafeInteger(limit) || limit < 0) {
-    throw new RangeError(
-      `wakuwaku: FixedWindow(${namespace}) limit must be a non-negative safe integer, got ${String(limit)}`
-    )
-  }
+  const wrong = notCount("limit", limit, 0)
+  if (wrong !== undefined) throw new RangeError(`wakuwaku: FixedWindow(${namespace}) ${wrong}`)
   const decoded = Duration.decodeUnknown(window)
   const nanos = decoded._tag === "Some" ? Duration.toNanos(decoded.value) : undefined
   if (

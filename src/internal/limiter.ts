@@ -22,19 +22,18 @@ import * as key from "./key.js"
 import * as access from "./redis.js"
 import { runOn, unexpectedReply } from "./script.js"
 import * as telemetry from "./telemetry.js"
+import { isInt, notCount } from "./validate.js"
 
 const { Admission } = Admission_
 type Admission = Admission_.Admission
 // Each access to a TaggedEnum's constructor builds it anew: take them once.
 const { Allowed, Denied } = Admission
 
-const isInt = (u: unknown): u is number => typeof u === "number" && Number.isSafeInteger(u)
-
 /**
  * @internal The `call` of an acquire batch script, around the script's `take(key, params, cost)` (three
  * values: allowed, retry_ms, remaining), with `parse` applied to the call's parameter string and `more`
  * (Lua, such as ", 0") after the cost: an allowed call replies with its remaining alone (an integer, not a
- * table: Redis replies about 1 µs sooner).
+ * table: Redis replies sooner; docs/performance.md, "Figures behind design choices").
  */
 export const ACQUIRE_CALL = (parse: string, more = "") =>
   `local function call(key, params, cost)
@@ -130,13 +129,10 @@ export class Limiter<Name extends Redis.KeyName, E extends Capability.AnyEntity>
     cost: number,
     more?: ReadonlyArray<string>
   ): Effect.Effect<A, Failure, Redis.Redis | Capability.Write<E>> {
-    if (!isInt(cost) || cost < 0) {
+    const wrong = notCount("cost", cost, 0)
+    if (wrong !== undefined) {
       return Effect.fail(
-        new Redis.InvalidInput({
-          operation: `${this.label}.${operation}`,
-          argument: "cost",
-          message: `cost must be a non-negative safe integer, got ${String(cost)}`
-        })
+        new Redis.InvalidInput({ operation: `${this.label}.${operation}`, argument: "cost", message: wrong })
       )
     }
     const k = this.keyOf(operation, name)

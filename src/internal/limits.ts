@@ -37,6 +37,7 @@ import * as access from "./redis.js"
 import { defineOver } from "./script.js"
 import * as shadow from "./shadow.js"
 import * as telemetry from "./telemetry.js"
+import { isInt, notCount } from "./validate.js"
 
 const { Allowed, Denied } = Admission_.Admission
 
@@ -252,8 +253,6 @@ export interface Outcome {
   readonly starts: ReadonlyArray<number>
 }
 
-const isInt = (u: unknown): u is number => typeof u === "number" && Number.isSafeInteger(u)
-
 const decodeOutcome = (reply: unknown): Either.Either<Outcome, string> => {
   const expected = "{all, then allowed, ms, remaining, start per limiter}"
   if (!Array.isArray(reply) || reply.length < 5 || (reply.length - 1) % 4 !== 0 || !reply.every(isInt)) {
@@ -328,12 +327,13 @@ const withCall = <A>(
   f: (redis: Redis.Service, call: Call) => Effect.Effect<A, Redis.RedisError>,
   shadows?: ReadonlyArray<boolean>
 ): Effect.Effect<A, Redis.RedisError | Redis.InvalidInput, Redis.Redis> => {
-  if (!isInt(cost) || cost < 0) {
+  const wrong = notCount("cost", cost, 0)
+  if (wrong !== undefined) {
     return Effect.fail(
       new Redis.InvalidInput({
         operation: `${limiters.map((l) => l.label).join(" + ")}.${verb}`,
         argument: "cost",
-        message: `cost must be a non-negative safe integer, got ${String(cost)}`
+        message: wrong
       })
     )
   }

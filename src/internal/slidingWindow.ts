@@ -14,6 +14,7 @@ import * as limiter from "./limiter.js"
 import * as limits from "./limits.js"
 import { NOW_US } from "./lua.js"
 import { define, manyLua, manyTwin } from "./script.js"
+import { isCount } from "./validate.js"
 
 const KIND = "SlidingWindow"
 
@@ -348,7 +349,7 @@ export const make = <Name extends Redis.KeyName>(
   window: Duration.DurationInput
 ): SlidingWindow.SlidingWindow<Name> => {
   key.validateNamespace(KIND, namespace)
-  if (typeof limit !== "number" || !Number.isSafeInteger(limit) || limit < 0 || limit > MAX_LIMIT) {
+  if (!isCount(limit, 0) || limit > MAX_LIMIT) {
     throw new RangeError(
       `wakuwaku: SlidingWindow(${namespace}) limit must be a whole number from 0 to ${MAX_LIMIT} (a name holds ` +
         `an entry per unit; a TokenBucket or a FixedWindow has no such bound), got ${String(limit)}`

@@ -20,6 +20,7 @@ import * as limits from "./limits.js"
 import * as metered_ from "./metered.js"
 import { define, flag, manyLua, manyTwin, show } from "./script.js"
 import * as core from "./service.js"
+import { isInt, notCount } from "./validate.js"
 
 const KIND = "TokenBucket"
 
@@ -94,7 +95,7 @@ limits.register<Shape>({
  * Returns {1, 0, floor(remaining)} if allowed, {0, retry_ms, floor(tokens)} if denied, retry_ms -1 when
  * cost > capacity (never). Calls made together are batched: its `many` variant runs many acquires of one
  * bucket at one server time, each protected: KEYS the buckets, ARGV[1] the shape (once), then each call's
- * cost; it replies, per call, remaining when allowed (an integer, not a table: Redis replies about 1 µs
+ * cost; it replies, per call, remaining when allowed (an integer, not a table, which Redis replies
  * sooner), {0, retry_ms, remaining} when denied, or an error reply.
  */
 export const ACQUIRE = define({
@@ -114,8 +115,6 @@ return {allowed, ms, left}
 })
 
 const { Granted, Refused } = Reservation
-
-const isInt = (u: unknown): u is number => typeof u === "number" && Number.isSafeInteger(u)
 
 /**
  * @internal Decodes {1, wait_ms, cost, granted_at, level} (level a string: Lua hands Redis its numbers as
@@ -421,11 +420,8 @@ export const make = <Name extends Redis.KeyName>(
   rate: Rate.Rate
 ): TokenBucket.TokenBucket<Name> => {
   key.validateNamespace(KIND, namespace)
-  if (typeof capacity !== "number" || !Number.isSafeInteger(capacity) || capacity < 0) {
-    throw new RangeError(
-      `wakuwaku: TokenBucket(${namespace}) capacity must be a non-negative safe integer, got ${String(capacity)}`
-    )
-  }
+  const wrong = notCount("capacity", capacity, 0)
+  if (wrong !== undefined) throw new RangeError(`wakuwaku: TokenBucket(${namespace}) ${wrong}`)
   if (!Rate.isRate(rate)) {
     throw new TypeError(`wakuwaku: TokenBucket(${namespace}) needs a rate made by Rate.make or Rate.perSecond`)
   }
