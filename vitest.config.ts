@@ -11,9 +11,10 @@ export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
     globalSetup: ["test/support/globalSetup.ts"],
-    // Most files wait on servers and child processes, not on this process's CPU: vitest's default of one
-    // worker per core but one (a single worker on 2 cores) ran them one after another.
-    maxWorkers: 4,
+    // Many files wait on servers and child processes, not on this process's CPU: vitest's default of one
+    // worker per core but one (a single worker on 2 cores) ran them one after another. More than 3 on 2 cores
+    // only adds contention: the whole run is CPU-bound then (docs/testing.md).
+    maxWorkers: 3,
     minWorkers: 1,
     testTimeout: 30_000,
     hookTimeout: 30_000

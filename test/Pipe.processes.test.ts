@@ -145,6 +145,7 @@ describe("Pipe across OS processes", () => {
         `${ns}:3:finished`
       )
     },
-    60_000
+    // Three receiver processes start one after another, each waiting out its predecessor's lease.
+    120_000
   )
 })
