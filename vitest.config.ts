@@ -13,7 +13,7 @@ export default defineConfig({
     globalSetup: ["test/support/globalSetup.ts"],
     // Many files wait on servers and child processes, not on this process's CPU: vitest's default of one
     // worker per core but one (a single worker on 2 cores) ran them one after another. More than 3 on 2 cores
-    // only adds contention: the whole run is CPU-bound then (docs/testing.md).
+    // only adds contention: the whole run is CPU-bound then (docs/CONTRIBUTING.md).
     maxWorkers: 3,
     minWorkers: 1,
     testTimeout: 30_000,

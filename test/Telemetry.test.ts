@@ -118,6 +118,38 @@ for (const store of STORES) {
         })
       }))
 
+    it.live("a reservation is a decision too: TokenBucket.reserve, granted then refused, with exact attributes", () =>
+      Effect.gen(function*() {
+        const ns = freshNamespace()
+        const bucket = TokenBucket.make<string>(ns, 5, Rate.make(1, "1 hour"))
+        const { spans } = yield* withSdk(
+          Effect.zipRight(bucket.reserve("carol", 3, "0 millis"), bucket.reserve("carol", 3, "0 millis")),
+          store.layer()
+        )
+        const [granted, refused] = byName(spans, "TokenBucket.reserve")
+        expect(granted!.attributes).toEqual({
+          "wakuwaku.kind": "TokenBucket",
+          "wakuwaku.policy": ns,
+          "wakuwaku.cost": 3,
+          "wakuwaku.decision": "allowed",
+          "wakuwaku.remaining": 2
+        })
+        // One token short at 1 an hour: an hour less the milliseconds since the first reservation.
+        const retry = refused!.attributes["wakuwaku.retry_after_ms"]
+        expect(retry).toBeGreaterThan(3_599_000)
+        expect(retry).toBeLessThanOrEqual(3_600_000)
+        expect(refused!.attributes).toEqual({
+          "wakuwaku.kind": "TokenBucket",
+          "wakuwaku.policy": ns,
+          "wakuwaku.cost": 3,
+          "wakuwaku.decision": "denied",
+          "wakuwaku.denied_by": ns,
+          "wakuwaku.retry_after_ms": retry
+        })
+        const calls = byName(spans, "EVALSHA TokenBucket.reserve")
+        expect(calls.map(parentOf)).toEqual([granted!.spanContext().spanId, refused!.spanContext().spanId])
+      }))
+
     it.live("a denied acquire: decision, retry-after and the policy that denied", () =>
       Effect.gen(function*() {
         const ns = freshNamespace()

@@ -221,9 +221,11 @@ export class Decisions {
     /** `TokenBucket`, `FixedWindow`, or `Limits` for a group. */
     readonly kind: string,
     /** The policy: a limiter's namespace. */
-    readonly policies: ReadonlyArray<{ readonly kind: string; readonly policy: string }>
+    readonly policies: ReadonlyArray<{ readonly kind: string; readonly policy: string }>,
+    /** The decision's operation: `acquire`, or `reserve` (a bucket's reservation, as throttle and metered make). */
+    operation: "acquire" | "reserve" = "acquire"
   ) {
-    this.span = `${kind}.acquire`
+    this.span = `${kind}.${operation}`
     this.attributes = {
       [Attr.kind]: kind,
       [Attr.policy]: policies.map((p) => p.policy).join(",")
@@ -237,10 +239,32 @@ export class Decisions {
   }
 }
 
-/** @internal The decision of one limiter's reply or a group's (`{ allowed, admissions }`). */
+/** A bucket's reservation, as {@link decisionOf} reads it. */
+type Reserved =
+  | { readonly _tag: "Granted"; readonly level: number }
+  | { readonly _tag: "Refused"; readonly retryAfter: Option.Option<Duration.Duration> }
+
+/**
+ * @internal The decision of one limiter's reply, a group's (`{ allowed, admissions }`), or a reservation's
+ * (granted: allowed, what it left the tokens it did not owe; refused: denied, with its retry-after).
+ */
 const decisionOf = (reply: unknown): { readonly allowed: boolean; readonly admissions: ReadonlyArray<Admission> } => {
-  const r = reply as Admission | { readonly allowed: boolean; readonly admissions: ReadonlyArray<Admission> }
-  return "_tag" in r ? { allowed: r._tag === "Allowed", admissions: [r] } : r
+  const r = reply as
+    | Admission
+    | Reserved
+    | { readonly allowed: boolean; readonly admissions: ReadonlyArray<Admission> }
+  if (!("_tag" in r)) return r
+  switch (r._tag) {
+    case "Granted":
+      return {
+        allowed: true,
+        admissions: [{ _tag: "Allowed", remaining: Math.max(0, Math.floor(r.level)) } as Allowed]
+      }
+    case "Refused":
+      return { allowed: false, admissions: [{ _tag: "Denied", retryAfter: r.retryAfter } as Denied] }
+    default:
+      return { allowed: r._tag === "Allowed", admissions: [r] }
+  }
 }
 
 const annotateDecision = (span: Tracer.Span, d: Decisions, reply: unknown) => {
@@ -284,7 +308,7 @@ const countedOnly = <A, E, R>(d: Decisions, effect: Effect.Effect<A, E, R>): Eff
 
 const isAllowed = (reply: unknown): boolean => {
   const r = reply as { readonly _tag?: unknown; readonly allowed?: unknown }
-  return r._tag === undefined ? r.allowed === true : r._tag === "Allowed"
+  return r._tag === undefined ? r.allowed === true : r._tag === "Allowed" || r._tag === "Granted"
 }
 
 /**

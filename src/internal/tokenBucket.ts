@@ -20,6 +20,7 @@ import * as limits from "./limits.js"
 import * as metered_ from "./metered.js"
 import { define, flag, manyLua, manyTwin, show } from "./script.js"
 import * as core from "./service.js"
+import * as telemetry from "./telemetry.js"
 import { isInt, notCount } from "./validate.js"
 
 const KIND = "TokenBucket"
@@ -279,6 +280,9 @@ class BucketImpl<Name extends Redis.KeyName> extends limiter.Limiter<Name, Token
     Object.freeze(this)
   }
 
+  /** Reservations' telemetry: a `TokenBucket.reserve` decision (throttle and metered reserve through it). */
+  private readonly reserving = new telemetry.Decisions(KIND, [{ kind: KIND, policy: this.namespace }], "reserve")
+
   readonly reserve = (
     name: Name,
     cost: number,
@@ -291,7 +295,7 @@ class BucketImpl<Name extends Redis.KeyName> extends limiter.Limiter<Name, Token
     const ms = waitMillis(maxWait, "maxWait")
     return typeof ms === "string"
       ? Effect.fail(new core.InvalidInput({ operation: `${this.label}.reserve`, argument: "maxWait", message: ms }))
-      : this.spend("reserve", RESERVE, name, cost, [String(ms)])
+      : telemetry.decide(this.reserving, cost, this.spend("reserve", RESERVE, name, cost, [String(ms)]))
   }
 
   readonly cancel = (
