@@ -33,16 +33,21 @@ const serverMicros = Effect.map(command("TIME"), (reply) => {
 
 /**
  * Runs `body` between two readings of the store's time that fall in one window of `size` µs, retrying
- * (at most 5 times) when a window ended in between. Returns the result and the window's bounds.
+ * (at most 5 times) when a window ended in between. Returns the result and the window's bounds. A body
+ * that failed (its checks throw) while a window ended is retried too: a new window explains the failure;
+ * in one window, the failure is the test's.
  */
 const inOneWindow = <A, E, R>(size: number, body: Effect.Effect<A, E, R>) =>
   Effect.gen(function*() {
     for (let attempt = 0; attempt < 5; attempt++) {
       const before = yield* serverMicros
-      const result = yield* body
+      const exit = yield* Effect.exit(body)
       const after = yield* serverMicros
       const start = before - before % size
-      if (after < start + size) return { result, before, after, start, end: start + size }
+      if (after < start + size) {
+        const result = yield* exit
+        return { result, before, after, start, end: start + size }
+      }
     }
     return yield* Effect.dieMessage("five windows ended during five short runs")
   })
