@@ -5,7 +5,9 @@
  * - a `renewEvery` that cannot keep the lease alive is a `RangeError` where it is given, naming both
  *   durations;
  * - a holder whose lease reaches its end with no renewal confirmed is stopped at that end, counted from
- *   when the grant or the last confirmed renewal was sent: with Redis stalled, refusing or slow.
+ *   when the grant or the last confirmed renewal was sent: with Redis stalled, refusing or slow; the
+ *   scoped forms (`Lock.scoped`, `RwLock.scopedRead`/`scopedWrite`, `Semaphore.scoped`) fail their `lost`
+ *   at that same end.
  *
  * On the embedded backend a decorator of the `Redis` service plays the faults on the TestClock, so the
  * times are exact. On a throwaway redis-server the faults are real (SIGSTOP, SIGKILL, a relay that holds
@@ -232,6 +234,48 @@ describe("on the embedded backend, on the TestClock: a lease of 900 ms, renewed 
           expect(yield* Fiber.join(fiber)).toBe(3400)
         }).pipe(Effect.provide(faulty("slow", 0, 400)))
     )
+  }
+
+  // The scoped forms hand `lost` to the caller to race its work against: it must fail at the same end.
+  const scopedForms: ReadonlyArray<{
+    readonly title: string
+    readonly take: (
+      ttl: Duration.DurationInput
+    ) => Effect.Effect<Effect.Effect<never, Lock.LeaseLost>, unknown, Requirements | Scope.Scope>
+  }> = [
+    { title: "Lock.scoped", take: (ttl) => Effect.map(Lock.scoped(Lock.make<string>("t", ttl), "a"), (h) => h.lost) },
+    {
+      title: "RwLock.scopedRead",
+      take: (ttl) => Effect.map(RwLock.scopedRead(RwLock.make<string>("t", ttl), "a"), (h) => h.lost)
+    },
+    {
+      title: "RwLock.scopedWrite",
+      take: (ttl) => Effect.map(RwLock.scopedWrite(RwLock.make<string>("t", ttl), "a"), (h) => h.lost)
+    },
+    {
+      title: "Semaphore.scoped",
+      take: (ttl) => Effect.map(Semaphore.scoped(Semaphore.make<string>("t", 1, ttl), "a", 1), (h) => h.lost)
+    }
+  ]
+  for (const form of scopedForms) {
+    for (const fault of ["stalled", "refusing", "slow"] as const) {
+      it.effect(
+        `${form.title}, Redis ${fault} from 650 ms: its \`lost\` fails at exactly 1500 ms, LeaseLost (Unconfirmed)`,
+        () =>
+          Effect.gen(function*() {
+            const fiber = yield* Effect.fork(Effect.scoped(Effect.flatMap(form.take("900 millis"), (lost) =>
+              Effect.flatMap(
+                Effect.flip(lost),
+                (error) => Effect.map(Clock.currentTimeMillis, (at) => ({ error, at }))
+              ))))
+            yield* advanceTo(5000)
+            const { at, error } = yield* Fiber.join(fiber)
+            expect(error).toBeInstanceOf(Lock.LeaseLost)
+            expect(error).toMatchObject({ _tag: "LeaseLost", name: "a", reason: "Unconfirmed" })
+            expect(at).toBe(1500)
+          }).pipe(Effect.provide(faulty(fault, 650, 700)))
+      )
+    }
   }
 
   it.effect("the loop itself, whatever its period: a lease of 500 ms renewed every 3 s, never answered, is lost at 500 ms", () =>

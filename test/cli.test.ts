@@ -643,5 +643,37 @@ describe("running", () => {
         listened: false
       })
     }, 60_000)
+
+    it.each(["fallback", "fail-open", "fail-closed"])(
+      "--on-store-failure %s: a URL that cannot be used, exit 1",
+      (policy) => {
+        const encode = "percent-encode a password's / ? # and @ (%2F %3F %23 %40)"
+        for (
+          const [url, message] of [
+            [
+              "http://:hunter2@127.0.0.1:6379",
+              `expected a redis:// or rediss:// URL, got "http://***@127.0.0.1:6379/"`
+            ],
+            ["redis://:hun@ter/2@127.0.0.1:6379", `an @ after the host: ${encode}, got "redis://***@127.0.0.1:6379"`]
+          ] as const
+        ) {
+          // The flag before the URL and after it: the policy never turns a misconfiguration into an outage.
+          const before = ["--on-store-failure", policy, "--redis", url]
+          const after = ["--redis", url, "--on-store-failure", policy]
+          for (const argv of [before, after]) {
+            expect(parse(["proxy", "--demo", ...argv], {})).toEqual({
+              _tag: "Invalid",
+              message: `wakuwaku proxy: --redis: ${message} (see wakuwaku proxy --help)`,
+              code: 1
+            })
+          }
+          expect(parse(["proxy", "--demo", "--on-store-failure", policy], { REDIS_URL: url })).toEqual({
+            _tag: "Invalid",
+            message: `wakuwaku proxy: REDIS_URL: ${message} (see wakuwaku proxy --help)`,
+            code: 1
+          })
+        }
+      }
+    )
   })
 })
