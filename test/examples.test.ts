@@ -129,7 +129,7 @@ describe("docs/http.md, HttpApi: the server block serves the API, the client blo
   }
 
   it(
-    "20 logins are welcome, the 21st is RateLimitExceeded, retry after 3 s; SIGINT stops the server, code 0",
+    "20 logins are welcome, the 21st is RateLimitExceeded, retry after 3 s (less on a loaded machine); SIGINT stops the server, code 0",
     async () => {
       const serverFile = blockFile("Layer.launch(ServerLive)", "server.ts")
       const clientFile = blockFile("HttpApiClient.make(api, { baseUrl })", "client.ts")
@@ -157,9 +157,12 @@ describe("docs/http.md, HttpApi: the server block serves the API, the client blo
             cwd: ROOT,
             env: { ...inherited, API_URL: `http://127.0.0.1:${port}` }
           })
-          expect(stdout.split("\n")).toEqual([
-            ...Array.from({ length: 20 }, (_, i) => `login ${i + 1}: welcome`),
-            "login 21: RateLimitExceeded, retry after 3 s",
+          const lines = stdout.split("\n")
+          expect(lines.slice(0, 20)).toEqual(Array.from({ length: 20 }, (_, i) => `login ${i + 1}: welcome`))
+          // 3 s, as the doc says, when the logins took under a second; on a loaded machine the bucket refills
+          // a fraction meanwhile (as in docs/examples/httpapi.ts's test above).
+          expect(lines.slice(20)).toEqual([
+            expect.stringMatching(/^login 21: RateLimitExceeded, retry after [1-3] s$/),
             ""
           ])
         } finally {
