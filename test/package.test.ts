@@ -1,10 +1,12 @@
 /**
  * The published shape. `npm pack` builds dist (its prepack script) and packs what a user installs: the
  * entry that the exports map names works from plain Node; the tarball carries LICENSE and every file that
- * README and docs link to; and README's Install section works as written: its commands install the
- * tarball into a fresh project, where README's example, docs/testing.md's test and
- * docs/examples/httpapi.ts compile under strict options with the pinned TypeScript and with TypeScript 7,
- * and run.
+ * README and docs link to (and every heading they link to); and README's Install section works as
+ * written: in an empty directory its commands install the tarball and make the project, where README's
+ * example compiles with `npx tsc` under README's tsconfig.json (strict, `skipLibCheck: false`) and runs
+ * with `node login.js`; it, docs/testing.md's test and docs/examples/httpapi.ts compile with the pinned
+ * TypeScript and with TypeScript 7, and run. npm installs from the registry through its own cache
+ * (`npmEnv`).
  */
 import { Effect, Exit, Scope } from "effect"
 import { execFile } from "node:child_process"
@@ -19,6 +21,7 @@ import { RedisServer } from "wakuwaku/testing"
 import {
   exec,
   fencedBlocks,
+  headingAnchors,
   installAsWritten,
   installCommands,
   npm,
@@ -27,7 +30,6 @@ import {
   relativeLinks,
   satisfies,
   section,
-  STRICT,
   tsc
 } from "./support/npm.js"
 import { freshNamespace, redisUrl } from "./support/redis.js"
@@ -69,6 +71,16 @@ describe("package", () => {
       expect(existsSync(new URL(`../dist/${file}.js`, import.meta.url)), file).toBe(true)
     }
     expect(pkg.bin).toEqual({ wakuwaku: "dist/bin.js" })
+  })
+
+  it("names no repository it does not have: no repository, homepage or bugs in package.json, none in the docs", () => {
+    expect([pkg.repository, pkg.homepage, pkg.bugs]).toEqual([undefined, undefined, undefined])
+    const pages = ["README.md", ...filesUnder(join(root, "docs")).map((file) => `docs/${file}`)]
+    const named = pages.flatMap((page) =>
+      [...readFileSync(join(root, page), "utf8").matchAll(/https?:\/\/[^\s)`"'>]*wakuwaku[^\s)`"'>]*/gi)]
+        .map((url) => `${page}: ${url[0]}`)
+    )
+    expect(named).toEqual([])
   })
 
   it("no public declaration file names an internal module: every dist/*.d.ts reads only public ones", () => {
@@ -172,14 +184,24 @@ describe("the tarball", () => {
     expect(license).toContain("Permission is hereby granted, free of charge, to any person obtaining a copy")
   })
 
-  it("every relative link of README.md and of docs/**/*.md resolves to a file in the tarball", () => {
+  it("every relative link of README.md and of docs/**/*.md resolves to a file in the tarball, and to its heading", () => {
     const pages = files.filter((file) => file === "README.md" || (file.startsWith("docs/") && file.endsWith(".md")))
-    const targets = pages.flatMap((page) =>
-      relativeLinks(readFileSync(join(unpacked, "package", page), "utf8"))
-        .map((target) => ({ page, target: normalize(join(dirname(page), target)).replaceAll("\\", "/") }))
+    const read = (page: string) => readFileSync(join(unpacked, "package", page), "utf8")
+    const links = pages.flatMap((page) =>
+      relativeLinks(read(page)).map(({ fragment, path }) => ({
+        page,
+        target: path === "" ? page : normalize(join(dirname(page), path)).replaceAll("\\", "/"),
+        fragment
+      }))
     )
-    expect(targets).toContainEqual({ page: "README.md", target: "docs/token-bucket.md" })
-    expect(targets.filter(({ target }) => !files.includes(target))).toEqual([])
+    expect(links).toContainEqual({ page: "README.md", target: "docs/token-bucket.md", fragment: undefined })
+    expect(links).toContainEqual({ page: "README.md", target: "README.md", fragment: "install" })
+    expect(links.filter(({ target }) => !files.includes(target))).toEqual([])
+    expect([...headingAnchors("# wakuwaku\n## RateLimiter.consume over wakuwaku's store\n### Usage\n### Usage\n")])
+      .toEqual(["wakuwaku", "ratelimiterconsume-over-wakuwakus-store", "usage", "usage-1"])
+    const anchored = links.filter(({ fragment, target }) => fragment !== undefined && target.endsWith(".md"))
+    expect(anchored.length).toBeGreaterThan(100)
+    expect(anchored.filter(({ fragment, target }) => !headingAnchors(read(target)).has(fragment!))).toEqual([])
     expect(pages).toContain("docs/http.md")
   })
 })
@@ -210,30 +232,36 @@ describe("install as README says, into a fresh project", () => {
   const version = (name: string): string =>
     JSON.parse(readFileSync(join(fresh, "node_modules", name, "package.json"), "utf8")).version
   const shipped = (path: string) => readFileSync(join(fresh, "node_modules", "wakuwaku", path), "utf8")
+  /** README's tsconfig.json, the one ```json block of its Install section. */
+  const tsconfig = () => fencedBlocks(section(readme, "Install"), "json")
   const scope = Effect.runSync(Scope.make())
+  const letter: { npxTsc?: Outcome; seven?: Outcome } = {}
   const compiled: { pinned?: Outcome; seven?: Outcome } = {}
 
   beforeAll(async () => {
-    // A project that already compiles with TypeScript: the version this repository pins, and TypeScript 7.
-    await installAsWritten(fresh, commands(), tarball, {
-      typescript: pkg.devDependencies.typescript,
-      "typescript-7": "npm:typescript@7"
-    })
+    // README to the letter: an empty directory, its commands, its tsconfig.json, README's example as
+    // login.ts (on this test's own server), `npx tsc`.
+    await installAsWritten(fresh, commands(), tarball)
     const server = await Effect.runPromise(Scope.extend(RedisServer.make(), scope))
-    // The sources as the installed package carries them; README's example on this test's own server.
+    writeFileSync(join(fresh, "tsconfig.json"), tsconfig()[0]!)
+    // The sources as the installed package carries them.
     const [example] = fencedBlocks(shipped("README.md"), "ts")
-    const [test] = fencedBlocks(shipped("docs/testing.md"), "ts")
     writeFileSync(join(fresh, "login.ts"), example!.replaceAll("redis://127.0.0.1:6379", server.url))
+    letter.npxTsc = await exec("npx", ["tsc"], { cwd: fresh, env: npmEnv() })
+    // TypeScript 7 beside the pinned one, under a name of its own (after `npx tsc`: its bin is tsc too).
+    await npm(["i", "-D", "typescript-7@npm:typescript@7"], fresh)
+    letter.seven = await tsc(fresh, "typescript-7", "--noEmit")
+    // Then docs/testing.md's test and the HttpApi example beside it, with both compilers.
+    const [test] = fencedBlocks(shipped("docs/testing.md"), "ts")
     writeFileSync(join(fresh, "limiter.test.ts"), test!)
     writeFileSync(join(fresh, "httpapi.ts"), shipped("docs/examples/httpapi.ts"))
-    writeFileSync(join(fresh, "tsconfig.json"), JSON.stringify(STRICT))
     const [pinned, seven] = await Promise.all([tsc(fresh, "typescript"), tsc(fresh, "typescript-7", "--noEmit")])
     Object.assign(compiled, { pinned, seven })
-  }, 300_000)
+  }, 420_000)
 
   afterAll(() => Effect.runPromise(Scope.close(scope, Exit.void)))
 
-  it("README's Install section: the Effect 3 line, every command an npm install, every peer at its range", () => {
+  it("README's Install section: the Effect 3 line, every command an npm one, every peer at its range", () => {
     const install = section(readme, "Install")
     expect(install).toContain("wakuwaku 0.1 is built on **Effect 3**: it supports effect 3.22")
     expect(install).toContain("Effect 4 is not supported yet.")
@@ -242,17 +270,40 @@ describe("install as README says, into a fresh project", () => {
       "npm i",
       "npm i",
       "npm i",
+      "npm i",
+      "npm pkg",
       "npm i"
     ])
     const specs = commands().flat()
     expect(specs).toContain("wakuwaku")
     expect(specs).toContain("-D")
+    expect(specs).toContain("type=module")
+    expect(specs).toContain(`typescript@${pkg.devDependencies.typescript}`)
     for (const [name, range] of Object.entries(pkg.peerDependencies as Record<string, string>)) {
       expect(specs, name).toContain(`${name}@${range}`)
     }
+    // Say where npm gets the packages from when this test installs them.
+    expect(install.replace(/\s+/g, " ")).toContain("from the npm registry, through npm's cache (`prefer-offline`)")
   })
 
-  it("the commands install the tarball and the Effect 3 line, each package in its range", () => {
+  it("README's tsconfig.json: strict, exactOptionalPropertyTypes, noUncheckedIndexedAccess, skipLibCheck false, NodeNext", () => {
+    expect(tsconfig()).toHaveLength(1)
+    expect(JSON.parse(tsconfig()[0]!)).toEqual({
+      compilerOptions: {
+        target: "ES2022",
+        lib: ["ES2022"],
+        module: "NodeNext",
+        moduleResolution: "NodeNext",
+        strict: true,
+        exactOptionalPropertyTypes: true,
+        noUncheckedIndexedAccess: true,
+        skipLibCheck: false
+      }
+    })
+  })
+
+  it("the commands make an ESM project and install the tarball and the Effect 3 line, each package in its range", () => {
+    expect(JSON.parse(readFileSync(join(fresh, "package.json"), "utf8")).type).toBe("module")
     expect(version("wakuwaku")).toBe(pkg.version)
     expect(version("effect")).toMatch(/^3\.22\./)
     const ranged = commands().flat().map((word) => /^(@?[^@]+)@(.+)$/.exec(word)).filter((found) => found !== null)
@@ -263,11 +314,19 @@ describe("install as README says, into a fresh project", () => {
       "@effect/platform-node",
       "@effect/experimental",
       "vitest",
-      "@effect/vitest"
+      "@effect/vitest",
+      "typescript"
     ])
     for (const [, name, range] of ranged) {
       expect(satisfies(version(name!), range!), `${name}@${version(name!)} in ${range}`).toBe(true)
     }
+  })
+
+  it("README to the letter: `npx tsc` compiles login.ts with the TypeScript it installs; TypeScript 7 too", () => {
+    expect(satisfies(version("typescript"), pkg.devDependencies.typescript)).toBe(true)
+    expect(letter.npxTsc).toEqual({ code: 0, stdout: "", stderr: "" })
+    expect(letter.seven).toEqual({ code: 0, stdout: "", stderr: "" })
+    expect(readme).toContain("`npx tsc` compiles it and `node login.js` runs it")
   })
 
   it("the pinned TypeScript compiles README's example, docs/testing.md's test and the HttpApi example", () => {
@@ -291,13 +350,13 @@ describe("install as README says, into a fresh project", () => {
   it("README's example runs and prints what its comment says: a login allowed, 1 000 rows taken", async () => {
     const promised = /^\/\/ The first run .* prints (.*)\.$/m.exec(fencedBlocks(readme, "ts")[0] ?? "")?.[1]
     expect(promised).toBe("[{\"proceed\":true},{\"remaining\":9000,\"_tag\":\"Allowed\"}]")
-    const outcome = await exec(process.execPath, ["out/login.js"], { cwd: fresh })
+    const outcome = await exec(process.execPath, ["login.js"], { cwd: fresh })
     expect(outcome).toEqual({ code: 0, stdout: `${promised}\n`, stderr: "" })
   }, 60_000)
 
   it("docs/examples/httpapi.ts runs from the installed package: its API, its client, its 429", async () => {
     const { REDIS_URL: _, ...env } = process.env
-    const outcome = await exec(process.execPath, ["out/httpapi.js"], { cwd: fresh, env })
+    const outcome = await exec(process.execPath, ["httpapi.js"], { cwd: fresh, env })
     expect(outcome.code).toBe(0)
     const lines = outcome.stdout.split("\n")
     expect(lines[0]).toBe("store: memory (no REDIS_URL): shared by nothing but this process")

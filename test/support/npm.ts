@@ -1,6 +1,6 @@
 /** What test/package.test.ts needs to install the packed package as a user would: npm, README's commands, engines. */
 import { execFile } from "node:child_process"
-import { existsSync, mkdirSync, writeFileSync } from "node:fs"
+import { existsSync, mkdirSync } from "node:fs"
 import { dirname, join } from "node:path"
 
 /** A command's outcome, failed or not: tsc reports errors on stdout with a non-zero exit code. */
@@ -62,43 +62,22 @@ export const installCommands = (readme: string): Array<Array<string>> =>
   )
 
 /**
- * A fresh project in `dir` (ESM, with these devDependencies already), then `commands` run there as written,
- * with `tarball` in place of the registry's `wakuwaku`. Nothing above `dir` may hold a node_modules, which
- * would supply a package that the install left out.
+ * A fresh project: an empty `dir`, where `commands` run as written (they make its package.json), with
+ * `tarball` in place of the registry's `wakuwaku`. Nothing above `dir` may hold a package.json, where npm
+ * would install instead, or a node_modules, which would supply a package that the install left out.
  */
 export const installAsWritten = async (
   dir: string,
   commands: ReadonlyArray<ReadonlyArray<string>>,
-  tarball: string,
-  devDependencies: Record<string, string>
+  tarball: string
 ): Promise<void> => {
-  const above = ancestorModules(dir)
-  if (above.length > 0) throw new Error(`node_modules above the fresh project: ${above.join(", ")}`)
+  const above = ancestorProjects(dir)
+  if (above.length > 0) throw new Error(`a package.json or node_modules above the fresh project: ${above.join(", ")}`)
   mkdirSync(dir)
-  writeFileSync(
-    join(dir, "package.json"),
-    JSON.stringify({ name: "fresh", private: true, type: "module", devDependencies })
-  )
   for (const [command, ...args] of commands) {
     if (command !== "npm") throw new Error(`README's Install section runs ${command}, not npm`)
     await npm(args.map((arg) => arg === "wakuwaku" ? tarball : arg), dir)
   }
-}
-
-/** A user's strict tsconfig: what README promises the types compile under, libraries checked too. */
-export const STRICT = {
-  compilerOptions: {
-    target: "ES2022",
-    lib: ["ES2022"],
-    module: "NodeNext",
-    moduleResolution: "NodeNext",
-    strict: true,
-    exactOptionalPropertyTypes: true,
-    noUncheckedIndexedAccess: true,
-    skipLibCheck: false,
-    outDir: "out"
-  },
-  include: ["*.ts"]
 }
 
 /** The TypeScript installed in `dir` under the name `name`, over `dir`'s tsconfig.json, plain output. */
@@ -107,18 +86,48 @@ export const tsc = (dir: string, name: string, ...flags: Array<string>): Promise
     cwd: dir
   })
 
-/** The relative link targets of a markdown file (fenced code left out), each without its `#fragment`. */
-export const relativeLinks = (markdown: string): Array<string> =>
-  [...markdown.replace(/^(`{3,}|~{3,})[\s\S]*?^\1\s*$/gm, "").matchAll(/\]\(([^)\s]+)\)/g)]
-    .map((link) => link[1]!)
-    .filter((target) => !/^[a-z][a-z0-9+.-]*:/i.test(target) && !target.startsWith("#"))
-    .map((target) => target.replace(/#.*$/, ""))
+/** A relative link of a markdown file: its path (empty for the page itself) and its `#fragment`, if any. */
+export interface Link {
+  readonly path: string
+  readonly fragment: string | undefined
+}
 
-/** The directories above `dir` that hold a node_modules, where Node and TypeScript would look too. */
-export const ancestorModules = (dir: string): Array<string> => {
+/** The relative links of a markdown file (fenced code left out), same-page `#fragment` links included. */
+export const relativeLinks = (markdown: string): Array<Link> =>
+  [...withoutFences(markdown).matchAll(/\]\(([^)\s]+)\)/g)]
+    .map((link) => link[1]!)
+    .filter((target) => !/^[a-z][a-z0-9+.-]*:/i.test(target))
+    .map((target) => {
+      const at = target.indexOf("#")
+      return at === -1
+        ? { path: target, fragment: undefined }
+        : { path: target.slice(0, at), fragment: target.slice(at + 1) }
+    })
+
+/**
+ * The anchors of a markdown file's headings as GitHub and npm's registry page make them: lower case, inline
+ * markup and punctuation dropped (letters, digits, `_` and `-` kept), each space a `-`, and a repeated
+ * anchor numbered (`-1`, `-2`, …).
+ */
+export const headingAnchors = (markdown: string): Set<string> => {
+  const seen = new Map<string, number>()
+  const anchors = new Set<string>()
+  for (const [, text = ""] of withoutFences(markdown).matchAll(/^#{1,6}[ \t]+(.*?)[ \t#]*$/gm)) {
+    const slug = text.toLowerCase().replace(/<[^>]+>/g, "").replace(/[^\p{L}\p{N}\s_-]/gu, "").replace(/\s/g, "-")
+    const count = seen.get(slug) ?? 0
+    seen.set(slug, count + 1)
+    anchors.add(count === 0 ? slug : `${slug}-${count}`)
+  }
+  return anchors
+}
+
+const withoutFences = (markdown: string): string => markdown.replace(/^(`{3,}|~{3,})[\s\S]*?^\1\s*$/gm, "")
+
+/** The directories above `dir` that hold a package.json or a node_modules: npm, Node and TypeScript look there. */
+export const ancestorProjects = (dir: string): Array<string> => {
   const found: Array<string> = []
   for (let up = dirname(dir); up !== dirname(up); up = dirname(up)) {
-    if (existsSync(join(up, "node_modules"))) found.push(up)
+    if (existsSync(join(up, "package.json")) || existsSync(join(up, "node_modules"))) found.push(up)
   }
   return found
 }
