@@ -15,6 +15,10 @@ export default defineConfig({
     // worker per core but one (a single worker on 2 cores) ran them one after another. More than 3 on 2 cores
     // only adds contention: the whole run is CPU-bound then (docs/CONTRIBUTING.md).
     maxWorkers: 3,
+    // Worker threads, not forked processes: a test file starts on less CPU (12 light files: 38 s of CPU
+    // against 46 s forked, 2026-12-02), and the run is CPU-bound. Nothing here needs a process of its own
+    // (no chdir, no signal handlers, no process.exit in a test): the children the tests start are processes.
+    pool: "threads",
     minWorkers: 1,
     testTimeout: 30_000,
     hookTimeout: 30_000
