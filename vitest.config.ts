@@ -1,5 +1,35 @@
 import { fileURLToPath } from "node:url"
 import { defineConfig } from "vitest/config"
+import { BaseSequencer, type TestSpecification } from "vitest/node"
+
+/**
+ * The files that take longest from start to end (a packed install, child processes waiting out leases),
+ * started first, longest first: started last, any one of them would finish alone after the rest of the run.
+ * A file not named keeps vitest's own order after them.
+ */
+const LONGEST = [
+  "test/package.test.ts",
+  "test/Pipe.processes.test.ts",
+  "test/cli.test.ts",
+  "test/Pipe.test.ts",
+  "test/docs.test.ts",
+  "test/examples.test.ts",
+  "test/Faults.test.ts",
+  "test/Proxy.attacks.test.ts",
+  "test/differential.test.ts"
+]
+
+class LongestFirst extends BaseSequencer {
+  override async sort(files: Array<TestSpecification>): Promise<Array<TestSpecification>> {
+    const sorted = await super.sort(files)
+    const rank = (file: TestSpecification) => {
+      const at = LONGEST.findIndex((name) => file.moduleId.endsWith(name))
+      return at === -1 ? LONGEST.length : at
+    }
+    return sorted.map((file, i) => ({ file, i })).sort((a, b) => rank(a.file) - rank(b.file) || a.i - b.i)
+      .map(({ file }) => file)
+  }
+}
 
 export default defineConfig({
   resolve: {
@@ -19,6 +49,7 @@ export default defineConfig({
     // against 46 s forked, 2026-12-02), and the run is CPU-bound. Nothing here needs a process of its own
     // (no chdir, no signal handlers, no process.exit in a test): the children the tests start are processes.
     pool: "threads",
+    sequence: { sequencer: LongestFirst },
     minWorkers: 1,
     testTimeout: 30_000,
     hookTimeout: 30_000
