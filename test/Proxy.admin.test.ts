@@ -4,7 +4,7 @@
  * test stops), `/metrics` read with a third-party parser of the Prometheus text format
  * (parse-prometheus-text-format); and one `wakuwaku proxy` process for the flags and SIGTERM.
  */
-import { Context, Effect, Exit, Layer, Logger, Scope } from "effect"
+import { Context, Duration, Effect, Exit, Layer, Logger, Scope } from "effect"
 import type * as Http from "node:http"
 import * as Net from "node:net"
 import parsePrometheus from "parse-prometheus-text-format"
@@ -180,5 +180,294 @@ describe("Proxy.layer's admin port", () => {
     const d = delta(before, after)
     expect(d("wakuwaku_proxy_requests_in_flight")).toBe(0)
     expect(d("wakuwaku_proxy_requests_total", { route: "default", decision: "none", status: "200" })).toBe(1)
+  })
+})
+
+describe("/healthz and /readyz", () => {
+  it("answer GET and HEAD; other paths 404, other methods 405; never on the public port", async () => {
+    const up = await okUpstream()
+    const { server } = await build(Proxy.layer({ upstream: up.url, port: 0, host: "127.0.0.1", admin: { port: 0 } }))
+    const admin = server.admin!.port
+    expect(await get(admin, "/healthz")).toEqual({ status: 200, body: "ok\n" })
+    expect(await get(admin, "/readyz?verbose=1")).toEqual({ status: 200, body: "ready\n" })
+    expect((await request(admin, { method: "HEAD", path: "/readyz" })).status).toBe(200)
+    expect(await get(admin, "/")).toEqual({ status: 404, body: "not found: /metrics, /healthz or /readyz\n" })
+    const post = await request(admin, { method: "POST", path: "/metrics", body: "x" })
+    expect([post.status, post.headers.find(([n]) => n.toLowerCase() === "allow")?.[1]]).toEqual([405, "GET, HEAD"])
+    // The public port forwards these paths to the upstream like any other.
+    expect(await get(server.address.port, "/metrics")).toEqual({ status: 200, body: "ok" })
+    expect(() => Proxy.layer({ upstream: up.url, port: 8080, admin: { port: 8080 } })).toThrow(
+      new RangeError(
+        "wakuwaku/Proxy: admin.port must not be the public port (8080): metrics and health are never served to clients"
+      )
+    )
+    expect(() => Proxy.layer({ upstream: up.url, port: 0, admin: { port: 0, drainDelay: -1 } })).toThrow(RangeError)
+  })
+
+  it("the store: ready while it answers; when it stops, unready under fail-closed, ready under fail-open", async () => {
+    const up = await okUpstream()
+    const storeScope = Effect.runSync(Scope.make())
+    cleanups.push(() => Effect.runPromise(Scope.close(storeScope, Exit.void)))
+    const store = await Effect.runPromise(Scope.extend(RedisServer.make(), storeScope))
+    const ns = freshNamespace("ready")
+    const proxy = (onStoreFailure: "fail-closed" | "fail-open") =>
+      build(
+        Proxy.layer<Redis.ReadWrite>({
+          upstream: up.url,
+          port: 0,
+          host: "127.0.0.1",
+          rateLimit: { limiter: TokenBucket.make<string>(ns, 10, Rate.perSecond(1)), onStoreFailure },
+          admin: { port: 0 }
+        }).pipe(Layer.provide(Redis.layer({ url: store.url, commandTimeout: "200 millis" })))
+      )
+    const closed = (await proxy("fail-closed")).server
+    const open = (await proxy("fail-open")).server
+    expect(await get(closed.admin!.port, "/readyz")).toEqual({ status: 200, body: "ready\n" })
+    const before = await scrape(closed.admin!.port)
+
+    await Effect.runPromise(Scope.close(storeScope, Exit.void))
+    expect(await get(closed.admin!.port, "/readyz")).toEqual({
+      status: 503,
+      body: "not ready: the store does not answer (fail-closed)\n"
+    })
+    expect(await get(open.admin!.port, "/readyz")).toEqual({
+      status: 200,
+      body: "ready: the store does not answer; fail-open decides meanwhile\n"
+    })
+    // What a request meets meanwhile: a 503, and a store failure counted by reason.
+    expect((await get(closed.address.port, "/")).status).toBe(503)
+    const after = await scrape(closed.admin!.port)
+    const failures = (reason: string) =>
+      delta(before, after)("wakuwaku_ratelimit_store_failures_total", {
+        policy: ns,
+        reason
+      })
+    expect(failures("Connection") + failures("Timeout")).toBe(1)
+    expect(
+      delta(before, after)("wakuwaku_proxy_requests_total", {
+        route: "default",
+        decision: "fail-closed",
+        status: "503"
+      })
+    )
+      .toBe(1)
+  })
+
+  it("on shutdown: /readyz says 503 first, the proxy serves on for drainDelay, then stops accepting", async () => {
+    const up = await okUpstream()
+    const { close, server } = await build(
+      Proxy.layer({ upstream: up.url, port: 0, host: "127.0.0.1", admin: { port: 0, drainDelay: "400 millis" } })
+    )
+    const admin = server.admin!.port
+    const port = server.address.port
+    expect((await get(admin, "/readyz")).status).toBe(200)
+    const closing = close()
+    expect(await get(admin, "/readyz")).toEqual({
+      status: 503,
+      body: "not ready: not serving (starting or shutting down)\n"
+    })
+    // Unready, and still serving: a load balancer has the delay to stop sending.
+    expect(await get(port, "/")).toEqual({ status: 200, body: "ok" })
+    await closing
+    const refused = (p: number) =>
+      new Promise<string>((resolve) => {
+        const socket = Net.connect(p, "127.0.0.1")
+        socket.once("connect", () => (socket.destroy(), resolve("accepted")))
+        socket.once("error", (error: NodeJS.ErrnoException) => resolve(error.code ?? "error"))
+      })
+    expect([await refused(port), await refused(admin)]).toEqual(["ECONNREFUSED", "ECONNREFUSED"])
+  })
+})
+
+describe("the access log", () => {
+  /** A proxy keyed by `x-api-key` whose log lines this test reads. */
+  const logged = async (query: boolean) => {
+    const up = await okUpstream()
+    const lines: Array<string> = []
+    const ns = freshNamespace("log")
+    const { server } = await build(
+      Proxy.layer<Redis.ReadWrite>({
+        upstream: up.url,
+        port: 0,
+        host: "127.0.0.1",
+        rateLimit: {
+          limiter: TokenBucket.make<string>(ns, 1, Rate.make(1, "1 hour")),
+          key: Proxy.header("x-api-key"),
+          onStoreFailure: "fail-closed"
+        },
+        accessLog: { format: "json", query, write: (line) => lines.push(line) }
+      }).pipe(Layer.provide(Redis.layer({ url: redisUrl })))
+    )
+    return { ns, port: server.address.port, lines, up }
+  }
+
+  /** Secrets where clients put them: the query, credentials, cookies, the header the limit is keyed by. */
+  const HOSTILE = {
+    path: "/login?token=S3CRET-QUERY&next=%2Fhome",
+    headers: {
+      "authorization": "Bearer S3CRET-AUTH",
+      "cookie": "session=S3CRET-COOKIE",
+      "x-api-key": "S3CRET-KEY",
+      "proxy-authorization": "Basic S3CRET-PROXY",
+      "user-agent": "S3CRET-AGENT",
+      "x-forwarded-for": "203.0.113.7"
+    }
+  }
+
+  it("one JSON line per request, with no header value and no query string", async () => {
+    const { lines, ns, port } = await logged(false)
+    expect((await request(port, HOSTILE)).status).toBe(200)
+    expect((await request(port, HOSTILE)).status).toBe(429)
+    // A path that would break a line or a JSON string if written as it came.
+    expect((await request(port, { path: "/a%22b%0A\\\"c", headers: { "x-api-key": "other" } })).status).toBe(200)
+    await expect.poll(() => lines.length).toBe(3)
+    const text = lines.join("")
+    expect(text).not.toMatch(/S3CRET|203\.0\.113\.7|token=|next=|other/)
+    expect(lines.every((line) => line.endsWith("}\n") && line.indexOf("\n") === line.length - 1)).toBe(true)
+    const entries = lines.map((line) => JSON.parse(line) as Record<string, unknown>)
+    for (const entry of entries) {
+      expect(Object.keys(entry)).toEqual([
+        "time",
+        "method",
+        "path",
+        "status",
+        "route",
+        "decision",
+        "deniedBy",
+        "retryAfter",
+        "upstreamMs",
+        "totalMs"
+      ])
+      expect(new Date(entry["time"] as string).toISOString()).toBe(entry["time"])
+      expect(entry["totalMs"]).toBeGreaterThanOrEqual(0)
+    }
+    const [allowed, denied, odd] = entries.map(({ time: _t, totalMs: _total, upstreamMs, ...rest }) => ({
+      ...rest,
+      upstreamMs: typeof upstreamMs
+    }))
+    expect(allowed).toEqual({
+      method: "GET",
+      path: "/login",
+      status: 200,
+      route: "default",
+      decision: "allowed",
+      deniedBy: null,
+      retryAfter: null,
+      upstreamMs: "number"
+    })
+    expect(denied).toEqual({
+      method: "GET",
+      path: "/login",
+      status: 429,
+      route: "default",
+      decision: "denied",
+      deniedBy: [ns],
+      retryAfter: 3600,
+      upstreamMs: "object"
+    })
+    expect(odd).toMatchObject({ path: "/a%22b%0A\\\"c", status: 200, decision: "allowed" })
+  })
+
+  it("the query string only when configured; a client that leaves first is a 499", async () => {
+    const { lines, port, up } = await logged(true)
+    expect((await request(port, HOSTILE)).status).toBe(200)
+    await expect.poll(() => lines.length).toBe(1)
+    const entry = JSON.parse(lines[0]!) as Record<string, unknown>
+    expect([entry["path"], entry["query"]]).toEqual(["/login", "token=S3CRET-QUERY&next=%2Fhome"])
+    expect(lines[0]).not.toMatch(/S3CRET-(AUTH|COOKIE|KEY|PROXY|AGENT)|203\.0\.113\.7/)
+
+    const socket = Net.connect(port, "127.0.0.1")
+    socket.write("GET /hold HTTP/1.1\r\nHost: x\r\nX-Api-Key: k2\r\n\r\n")
+    await expect.poll(() => up.held.length).toBe(1)
+    socket.destroy()
+    await expect.poll(() => lines.length).toBe(2)
+    expect(JSON.parse(lines[1]!)).toMatchObject({ path: "/hold", query: null, status: 499, decision: "allowed" })
+    up.held.pop()!.end()
+  })
+})
+
+describe("wakuwaku proxy --admin-port, --drain-delay, --access-log", () => {
+  const configOf = (argv: ReadonlyArray<string>, env: Record<string, string> = {}) => {
+    const command = parse(["proxy", "--demo", ...argv], env)
+    if (command._tag !== "Proxy") throw new Error(JSON.stringify(command))
+    return command.config
+  }
+  const invalid = (argv: ReadonlyArray<string>, env: Record<string, string> = {}) => {
+    const command = parse(["proxy", "--demo", ...argv], env)
+    return command._tag === "Invalid" ? command.message : JSON.stringify(command)
+  }
+
+  it("the flags and their variables: the admin port on loopback by default, never --port's", () => {
+    expect([configOf([]).admin, configOf([]).accessLog]).toEqual([undefined, undefined])
+    const admin = configOf(["--admin-port", "9901", "--drain-delay", "5s"]).admin
+    expect([admin?.port, admin?.host, admin?.drainDelay.pipe(Duration.toMillis)]).toEqual([9901, "127.0.0.1", 5000])
+    expect(configOf([], { WAKUWAKU_ADMIN_PORT: "0", WAKUWAKU_ADMIN_HOST: "::" }).admin?.host).toBe("::")
+    expect(configOf(["--access-log", "json"]).accessLog).toEqual({ query: false })
+    expect(configOf([], { WAKUWAKU_ACCESS_LOG: "json", WAKUWAKU_ACCESS_LOG_QUERY: "1" }).accessLog).toEqual({
+      query: true
+    })
+    const see = " (see wakuwaku proxy --help)"
+    expect(invalid(["--port", "9901", "--admin-port", "9901"])).toBe(
+      "wakuwaku proxy: --admin-port: expected a port other than --port's (metrics and health are never served to " +
+        `clients), got "9901"${see}`
+    )
+    expect(invalid(["--admin-host", "0.0.0.0"])).toBe(
+      `wakuwaku proxy: --admin-host applies only with --admin-port${see}`
+    )
+    expect(invalid([], { WAKUWAKU_DRAIN_DELAY: "5s" })).toBe(
+      `wakuwaku proxy: WAKUWAKU_DRAIN_DELAY applies only with --admin-port${see}`
+    )
+    expect(invalid(["--admin-port", "1", "--drain-delay", "soon"])).toBe(
+      `wakuwaku proxy: --drain-delay: expected a duration such as 0s, 500ms or 5s, got "soon"${see}`
+    )
+    expect(invalid(["--access-log", "combined"])).toBe(
+      `wakuwaku proxy: --access-log: expected json, got "combined"${see}`
+    )
+    expect(invalid(["--access-log-query"])).toBe(
+      `wakuwaku proxy: --access-log-query applies only with --access-log json${see}`
+    )
+  })
+
+  it("a process: the banner names the admin port, /readyz turns 503 on SIGTERM while the proxy still serves", async () => {
+    const up = await okUpstream()
+    const proxy = await startProxy([
+      "--upstream",
+      up.url,
+      "--admin-port",
+      "0",
+      "--drain-delay",
+      "1s",
+      "--access-log",
+      "json"
+    ])
+    cleanups.push(async () => {
+      proxy.child.kill("SIGKILL")
+      await proxy.exited
+    })
+    const banner = /admin: {4}http:\/\/127\.0\.0\.1:(\d+)\/metrics, \/healthz, \/readyz\n/.exec(proxy.stdout())
+    const admin = Number(banner?.[1])
+    expect(proxy.stdout()).toContain("  log:      one JSON line per request on stdout\n")
+    expect(await get(admin, "/readyz")).toEqual({ status: 200, body: "ready\n" })
+    expect(await get(proxy.port, "/x?secret=1")).toEqual({ status: 200, body: "ok" })
+    await expect.poll(() => proxy.stdout().includes(`"path":"/x","status":200,"route":"default","decision":"allowed"`))
+      .toBe(
+        true
+      )
+    expect(proxy.stdout()).not.toContain("secret")
+    const metrics = parsePrometheus((await request(admin, { path: "/metrics" })).body.toString())
+    expect(
+      metrics.find((f) => f.name === "wakuwaku_proxy_requests_total")?.metrics.find((m) =>
+        m.labels?.["status"] === "200"
+      )
+        ?.value
+    ).toBe("1")
+
+    proxy.child.kill("SIGTERM")
+    await expect.poll(() => get(admin, "/readyz").then((r) => r.status)).toBe(503)
+    // Unready, still serving: the request is logged before the process ends.
+    expect(await get(proxy.port, "/y")).toEqual({ status: 200, body: "ok" })
+    const exit = await proxy.exited
+    expect(exit.code).toBe(0)
+    expect(exit.stdout).toContain(`"path":"/y","status":200`)
   })
 })
