@@ -4,7 +4,7 @@
  * test stops), `/metrics` read with a third-party parser of the Prometheus text format
  * (parse-prometheus-text-format); and one `wakuwaku proxy` process for the flags and SIGTERM.
  */
-import { Context, Duration, Effect, Exit, Layer, Logger, Scope } from "effect"
+import { Context, Duration, Effect, Exit, Layer, Logger, Metric, MetricBoundaries, MetricLabel, Scope } from "effect"
 import type * as Http from "node:http"
 import * as Net from "node:net"
 import parsePrometheus from "parse-prometheus-text-format"
@@ -13,6 +13,7 @@ import { Limits, Rate, Redis, TokenBucket } from "wakuwaku"
 import * as Proxy from "wakuwaku/Proxy"
 import { RedisServer } from "wakuwaku/testing"
 import { parse } from "../src/internal/proxy/cli.js"
+import * as prometheus from "../src/internal/proxy/prometheus.js"
 import { request, startProxy, upstream } from "./support/proxy.js"
 import { freshNamespace, redisUrl } from "./support/redis.js"
 
@@ -180,6 +181,56 @@ describe("Proxy.layer's admin port", () => {
     const d = delta(before, after)
     expect(d("wakuwaku_proxy_requests_in_flight")).toBe(0)
     expect(d("wakuwaku_proxy_requests_total", { route: "default", decision: "none", status: "200" })).toBe(1)
+  })
+})
+
+describe("the Prometheus text of Effect's registry", () => {
+  it("every kind of Effect metric, names and label values escaped, reads back through the parser", () => {
+    const ns = freshNamespace("prom").replace(/-/g, "_")
+    const counter = Metric.counter(`${ns}.hits`, { description: "a \\ b\nc", incremental: true })
+    const level = Metric.counter(`${ns}_level`)
+    const gauge = Metric.gauge(`${ns}_gauge`)
+    const histogram = Metric.histogram(`${ns}_seconds`, MetricBoundaries.fromIterable([0.1, 1]))
+    const frequency = Metric.frequency(`${ns}_words`)
+    const summary = Metric.summary({
+      name: `${ns}_summary`,
+      maxAge: "1 minute",
+      maxSize: 10,
+      error: 0.01,
+      quantiles: [0.5]
+    })
+    const label = [MetricLabel.make("odd-name", "a \"quoted\" \\ value\nwith a line feed")]
+    counter.unsafeUpdate(2, label)
+    level.unsafeUpdate(-3, [])
+    gauge.unsafeUpdate(7.5, [])
+    for (const v of [0.05, 0.5, 5]) histogram.unsafeUpdate(v, [])
+    frequency.unsafeUpdate("yes", [])
+    summary.unsafeUpdate(4, [])
+    const families = parsePrometheus(prometheus.render())
+    const mine = families.filter((f) => f.name.startsWith(ns)).map((f) => ({ ...f }))
+    expect(mine).toEqual([
+      { name: `${ns}_gauge`, help: "", type: "GAUGE", metrics: [{ value: "7.5" }] },
+      {
+        name: `${ns}_hits_total`,
+        help: "a \\ b\nc",
+        type: "COUNTER",
+        metrics: [{ value: "2", labels: { odd_name: "a \"quoted\" \\ value\nwith a line feed" } }]
+      },
+      { name: `${ns}_level`, help: "", type: "GAUGE", metrics: [{ value: "-3" }] },
+      {
+        name: `${ns}_seconds`,
+        help: "",
+        type: "HISTOGRAM",
+        metrics: [{ buckets: { "0.1": "1", "1": "2", "+Inf": "3" }, count: "3", sum: "5.55" }]
+      },
+      {
+        name: `${ns}_summary`,
+        help: "",
+        type: "SUMMARY",
+        metrics: [{ quantiles: { "0.5": "4" }, count: "1", sum: "4" }]
+      },
+      { name: `${ns}_words_total`, help: "", type: "COUNTER", metrics: [{ value: "1", labels: { key: "yes" } }] }
+    ])
   })
 })
 
