@@ -83,6 +83,13 @@
  *
  * So an upstream's own 502 says `received-status=502`, and the proxy's says `error=…`.
  *
+ * **What it reports.** Every request {@link layer} answers is counted when its response is done
+ * ({@link requests}: by route, decision and status; {@link inFlight}; {@link upstreamDuration}), always,
+ * as the middleware's counters are. With `admin`, a server of its own (loopback by default, never the
+ * public port) serves them and every other Effect Metric at `/metrics` in the Prometheus text format, with
+ * `/healthz` and `/readyz` ({@link AdminOptions}); with `accessLog`, one JSON line per request, without any
+ * header value or (unless asked) query string ({@link AccessLogOptions}).
+ *
  * **Caveats.**
  * - `timeout` bounds the wait for the response's head, counted from when the request (its body
  *   included) has been handed to the upstream connection. A response body that stalls halfway, or an
