@@ -12,6 +12,7 @@ import { afterEach, describe, expect, it } from "vitest"
 import { Limits, Rate, Redis, TokenBucket } from "wakuwaku"
 import * as Proxy from "wakuwaku/Proxy"
 import { RedisServer } from "wakuwaku/testing"
+import * as accessLog from "../src/internal/proxy/accessLog.js"
 import { parse } from "../src/internal/proxy/cli.js"
 import * as prometheus from "../src/internal/proxy/prometheus.js"
 import { request, startProxy, upstream } from "./support/proxy.js"
@@ -417,6 +418,40 @@ describe("the access log", () => {
       upstreamMs: "object"
     })
     expect(odd).toMatchObject({ path: "/a%22b%0A\\\"c", status: 200, decision: "allowed" })
+  })
+
+  it("a line with every field: valid JSON, in the documented order, whatever the strings hold", () => {
+    const text = accessLog.line("2026-12-02T18:00:00.000Z", {
+      method: "GE\"T",
+      path: "/\u2028\n\"}",
+      query: "a=1",
+      status: 429,
+      route: "r\\",
+      decision: "denied",
+      deniedBy: ["login", "api"],
+      retryAfter: 3,
+      wouldDeny: ["strict"],
+      upstreamMs: 1.23456,
+      waitedMs: 250.0004,
+      totalMs: 251.5
+    }, true)
+    expect(text.endsWith("}\n") && text.indexOf("\n") === text.length - 1).toBe(true)
+    const parsed = JSON.parse(text) as Record<string, unknown>
+    expect(Object.entries(parsed)).toEqual([
+      ["time", "2026-12-02T18:00:00.000Z"],
+      ["method", "GE\"T"],
+      ["path", "/\u2028\n\"}"],
+      ["query", "a=1"],
+      ["status", 429],
+      ["route", "r\\"],
+      ["decision", "denied"],
+      ["deniedBy", ["login", "api"]],
+      ["retryAfter", 3],
+      ["wouldDeny", ["strict"]],
+      ["upstreamMs", 1.235],
+      ["waitedMs", 250],
+      ["totalMs", 251.5]
+    ])
   })
 
   it("the query string only when configured; a client that leaves first is a 499", async () => {

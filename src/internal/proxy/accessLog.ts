@@ -29,28 +29,40 @@ export interface Entry {
 /** Milliseconds to the microsecond. */
 const ms = (value: number): number => Math.round(value * 1000) / 1000
 
-/**
- * @internal The line of `entry` (with its line feed), `time` the ISO instant it ended. Keys in a fixed order;
- * `query`, `waitedMs` and `wouldDeny` only when they apply; the rest always, `null` when none.
- */
-export const line = (time: string, entry: Entry, withQuery: boolean): string => {
-  const fields: Record<string, unknown> = {
-    time,
-    method: entry.method,
-    path: entry.path
+const str = JSON.stringify
+
+/** A list of names, or `null`. */
+const names = (list: ReadonlyArray<string> | undefined): string => list === undefined ? "null" : str(list)
+
+/** The ISO instant of the last millisecond asked: requests that end in the same millisecond share it. */
+let lastMillis = -1
+let lastIso = ""
+
+/** @internal Now, in ISO 8601 with milliseconds, made once per millisecond. */
+export const now = (): string => {
+  const millis = Date.now()
+  if (millis !== lastMillis) {
+    lastMillis = millis
+    lastIso = new Date(millis).toISOString()
   }
-  if (withQuery) fields["query"] = entry.query ?? null
-  fields["status"] = entry.status
-  fields["route"] = entry.route
-  fields["decision"] = entry.decision
-  fields["deniedBy"] = entry.deniedBy ?? null
-  fields["retryAfter"] = entry.retryAfter ?? null
-  if (entry.wouldDeny !== undefined) fields["wouldDeny"] = entry.wouldDeny
-  fields["upstreamMs"] = entry.upstreamMs === undefined ? null : ms(entry.upstreamMs)
-  if (entry.waitedMs !== undefined) fields["waitedMs"] = ms(entry.waitedMs)
-  fields["totalMs"] = ms(entry.totalMs)
-  return `${JSON.stringify(fields)}\n`
+  return lastIso
 }
+
+/**
+ * @internal The line of `entry` (with its line feed), `time` the ISO instant it ended: a JSON object, its keys in
+ * a fixed order; `query` only when the log writes queries, `wouldDeny` and `waitedMs` only when they apply, the
+ * rest always (`null` when none). Every string goes through `JSON.stringify`, so no request can break a line.
+ */
+export const line = (time: string, entry: Entry, withQuery: boolean): string =>
+  `{"time":"${time}","method":${str(entry.method)},"path":${str(entry.path)}${
+    withQuery ? `,"query":${entry.query === undefined ? "null" : str(entry.query)}` : ""
+  },"status":${entry.status},"route":${str(entry.route)},"decision":${str(entry.decision)},"deniedBy":${
+    names(entry.deniedBy)
+  },"retryAfter":${entry.retryAfter ?? "null"}${
+    entry.wouldDeny === undefined ? "" : `,"wouldDeny":${str(entry.wouldDeny)}`
+  },"upstreamMs":${entry.upstreamMs === undefined ? "null" : ms(entry.upstreamMs)}${
+    entry.waitedMs === undefined ? "" : `,"waitedMs":${ms(entry.waitedMs)}`
+  },"totalMs":${ms(entry.totalMs)}}\n`
 
 /** @internal Where lines go: `write` takes one, `flush` writes what is pending. */
 export interface Sink {

@@ -195,7 +195,7 @@ const entryLine = (
   const url = request.url ?? ""
   const mark = url.indexOf("?")
   const { verdict } = observation
-  return accessLog.line(new Date().toISOString(), {
+  return accessLog.line(accessLog.now(), {
     method: request.method ?? "",
     path: mark < 0 ? url : url.slice(0, mark),
     query: mark < 0 ? undefined : url.slice(mark + 1),
