@@ -9,7 +9,7 @@ import type * as Http from "node:http"
 import * as Net from "node:net"
 import parsePrometheus from "parse-prometheus-text-format"
 import { afterEach, describe, expect, it } from "vitest"
-import { Limits, Rate, Redis, TokenBucket } from "wakuwaku"
+import { Limits, Rate, Redis, Telemetry, TokenBucket } from "wakuwaku"
 import * as Proxy from "wakuwaku/Proxy"
 import { RedisServer } from "wakuwaku/testing"
 import * as accessLog from "../src/internal/proxy/accessLog.js"
@@ -150,6 +150,26 @@ describe("Proxy.layer's admin port", () => {
         before.histogramCount("wakuwaku_proxy_upstream_duration_seconds")
     ).toBe(3)
     expect(after.family("wakuwaku_proxy_requests_in_flight")?.type).toBe("GAUGE")
+  })
+
+  it("the library's metrics: on with the admin port, unless the application set Telemetry itself", async () => {
+    const up = await okUpstream()
+    const decided = async (telemetry: Layer.Layer<never> | undefined) => {
+      const ns = freshNamespace("tel")
+      const layer = Proxy.layer<Redis.ReadWrite>({
+        upstream: up.url,
+        port: 0,
+        host: "127.0.0.1",
+        rateLimit: { limiter: TokenBucket.make<string>(ns, 5, Rate.perSecond(1)), onStoreFailure: "fail-closed" },
+        admin: { port: 0 }
+      }).pipe(Layer.provide(Redis.layerMemory()))
+      const { server } = await build(telemetry === undefined ? layer : layer.pipe(Layer.provide(telemetry)))
+      expect((await get(server.address.port, "/")).status).toBe(200)
+      const labels = { kind: "TokenBucket", policy: ns, decision: "allowed" }
+      return (await scrape(server.admin!.port)).value("wakuwaku_limiter_decisions_total", labels)
+    }
+    expect(await decided(undefined)).toBe(1)
+    expect(await decided(Telemetry.layer({ metrics: false }))).toBe(0)
   })
 
   it("/metrics: a request in flight until its response is done; a client that leaves first counts 499", async () => {

@@ -27,7 +27,8 @@
  *   `RateLimit.middleware` (embedded store, allow-everything), `wrk -t1 -c32`: CPU per request of each.
  *
  * `--only TEXT[,TEXT]`: only the contenders whose label contains one of the texts, beside direct (the
- * p50s, floods, middleware apps and targets are then left out): to compare a few rows with more rounds.
+ * p50s, floods, middleware apps and targets are then left out); with `--rounds N`: to compare a few rows with
+ * more rounds.
  *
  * `--quick`: one round of 2 s runs. The full run: 3 rounds of 4 s (a few minutes in all), the middleware
  * apps 7 (their differences are a few µs in about 100), in an order that rotates. The CPU other processes
@@ -44,7 +45,8 @@ import { metrics } from "../load/report.js"
 import { clockTicks, machineTicks, median, otherCpuLine, processTicks, stat, treeTicks } from "./measure.js"
 
 const QUICK = process.argv.includes("--quick")
-const ROUNDS = QUICK ? 1 : 3
+const roundsArg = process.argv.indexOf("--rounds")
+const ROUNDS = roundsArg >= 0 ? Number(process.argv[roundsArg + 1]) : QUICK ? 1 : 3
 /** Rounds of the middleware apps (the first `ROUNDS` of them alternate with the contenders). */
 const APP_ROUNDS = QUICK ? 1 : 7
 const WRK_SECONDS = QUICK ? 2 : 4
@@ -370,7 +372,9 @@ const main = async (): Promise<void> => {
 
     const direct = await add("direct to the upstream", undefined, () => [])
     let nginx: Contender | undefined
-    if (NGINX === undefined) {
+    if (!wanted("nginx")) {
+      // Left out by --only.
+    } else if (NGINX === undefined) {
       console.log("nginx: not on PATH nor at /usr/sbin/nginx: its row is skipped")
     } else {
       const p = await port()
