@@ -73,6 +73,8 @@ export const make = (options: AccessLogOptions | undefined): Observer => {
     throw new TypeError(`wakuwaku/Proxy: accessLog.format must be "json", got ${String(options.format)}`)
   }
   const routes = new Map<string, Route>()
+  // In the registry from the start (at 0), so that /metrics shows it before the first request.
+  metrics.inFlight.unsafeModify(0, NO_LABELS)
   return {
     routes,
     log: options === undefined
