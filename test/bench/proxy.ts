@@ -536,7 +536,9 @@ const main = async (): Promise<void> => {
       // The apps' differences are a few µs in about 100: more rounds, in an order that rotates.
       const shift = (round - 1) % apps.length
       const rotated = [...apps.slice(shift), ...apps.slice(0, shift)]
-      for (const c of round <= ROUNDS ? [...contenders, ...rotated] : rotated) {
+      // Under --only, a few rows compared: their order reversed every other round.
+      const ordered = ONLY !== undefined && round % 2 === 0 ? [...contenders].reverse() : contenders
+      for (const c of round <= ROUNDS ? [...ordered, ...rotated] : rotated) {
         const s = await wrkRound(c, redis.pid, ticksPerSecond)
         console.log(
           `round ${round} ${c.label}: ${Math.round(s.rps)} req/s` +
