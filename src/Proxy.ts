@@ -83,6 +83,13 @@
  *
  * So an upstream's own 502 says `received-status=502`, and the proxy's says `error=…`.
  *
+ * **What it reports.** Every request {@link layer} answers is counted when its response is done
+ * ({@link requests}: by route, decision and status; {@link inFlight}; {@link upstreamDuration}), always,
+ * as the middleware's counters are. With `admin`, a server of its own (loopback by default, never the
+ * public port) serves them and every other Effect Metric at `/metrics` in the Prometheus text format, with
+ * `/healthz` and `/readyz` ({@link AdminOptions}); with `accessLog`, one JSON line per request, without any
+ * header value or (unless asked) query string ({@link AccessLogOptions}).
+ *
  * **Caveats.**
  * - `timeout` bounds the wait for the response's head, counted from when the request (its body
  *   included) has been handed to the upstream connection. A response body that stalls halfway, or an
@@ -139,11 +146,13 @@ import type * as Context from "effect/Context"
 import type * as Duration from "effect/Duration"
 import { dual } from "effect/Function"
 import type * as Layer from "effect/Layer"
+import type * as Metric from "effect/Metric"
 import type * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import type * as ClientIp from "./ClientIp.js"
 import * as errors from "./internal/proxy/errors.js"
 import * as internal from "./internal/proxy/forward.js"
+import * as internalMetrics from "./internal/proxy/metrics.js"
 import * as internalServe from "./internal/proxy/serve.js"
 import * as internalServer from "./internal/proxy/server.js"
 import type * as RateLimit from "./RateLimit.js"
@@ -396,6 +405,67 @@ export interface LayerOptions<LR> extends Options, ServeOptions {
   readonly maxHeaderLines?: number | undefined
   /** How long a client has to send a whole request (head and body); past it, 408. Default 300 seconds. */
   readonly requestTimeout?: Duration.DurationInput | undefined
+  /** The admin port: `/metrics`, `/healthz` and `/readyz` on a server of their own. Default none. */
+  readonly admin?: AdminOptions | undefined
+  /** One JSON line per request (see {@link AccessLogOptions}). Default none. */
+  readonly accessLog?: AccessLogOptions | undefined
+}
+
+/**
+ * The admin port of {@link layer}: a node:http server of its own, never the public port (the same port is a
+ * `RangeError`), serving
+ *
+ * - `GET /metrics`: every Effect Metric of the process in the Prometheus text format (0.0.4), named as
+ *   `@opentelemetry/exporter-prometheus` names them (`_total` after a counter's name): this module's
+ *   {@link requests}, {@link inFlight}, {@link upstreamDuration}, {@link delayed} and {@link delayWait};
+ *   `RateLimit.decisions`, `RateLimit.storeFailures`, `RateLimit.denialMemoryHits`,
+ *   `Limits.wouldDenyCounter`; and the library's telemetry metrics (`Telemetry.storeDuration`, the store's
+ *   latency, and `Telemetry.decisions`), which the admin port turns on unless the application set
+ *   `Telemetry.layer` itself;
+ * - `GET /healthz`: 200 while the process serves;
+ * - `GET /readyz`: 200 once the proxy listens, when the store answers a PING within 1 second, or does not
+ *   and the store-failure policy serves without it (fail-open, a fallback); 503 under fail-closed with
+ *   the store silent, and from the start of shutdown: the layer's closing first turns `/readyz` to 503,
+ *   serves on for `drainDelay`, then closes the public listener (drained as {@link ServeOptions} says), and
+ *   the admin port last.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export interface AdminOptions {
+  /** The admin port; 0 picks a free one (read it from {@link Server}'s `admin`). */
+  readonly port: number
+  /** The address it listens on. Default `127.0.0.1`: loopback only. */
+  readonly host?: string | undefined
+  /**
+   * On shutdown, how long `/readyz` answers 503 while the proxy still serves, before its listener closes:
+   * the time a load balancer polling `/readyz` needs to stop sending. Default 0.
+   */
+  readonly drainDelay?: Duration.DurationInput | undefined
+}
+
+/**
+ * The access log of {@link layer}: one JSON object per line and per request, once its response is done,
+ * with the keys `time` (ISO 8601, when it ended), `method`, `path` (the request target without its query),
+ * `status` (499: the client left before the response began), `route`, `decision` (the rate limit's, as
+ * `RateLimit.Decision`, or `none`), `deniedBy` (the policies that refused it, else `null`), `retryAfter`
+ * (seconds, else `null`), `upstreamMs` (from forwarding to the end of the upstream's response, else `null`)
+ * and `totalMs`; `query` when `query` is on, `wouldDeny` (shadow policies) and `waitedMs` (delay mode) when
+ * they apply. No header value is ever written, and the query string only when `query` is on: both are where
+ * credentials travel.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export interface AccessLogOptions {
+  readonly format: "json"
+  /** Whether to write the query string (`query`, without `?`). Default false. */
+  readonly query?: boolean | undefined
+  /**
+   * Where each line goes (with its line feed). Default stdout, the lines of one turn of the event loop in
+   * one write.
+   */
+  readonly write?: ((line: string) => void) | undefined
 }
 
 /**
@@ -418,6 +488,8 @@ export interface Address {
 export interface Server extends
   Context.TagClassShape<"wakuwaku/Proxy/Server", {
     readonly address: Address
+    /** Where the admin port listens, if there is one. */
+    readonly admin: Address | undefined
     /** How many names the denial memory holds now. */
     readonly denials: () => number
   }>
@@ -478,3 +550,71 @@ export const ListenError: Schema.TaggedErrorClass<ListenError, "ListenError", {
  */
 export const layer: <LR = never>(options: LayerOptions<LR>) => Layer.Layer<Server, ListenError, LR> =
   internalServer.layer
+
+/**
+ * The proxy's metric names, by role.
+ *
+ * @since 0.2.0
+ * @category metrics
+ */
+export interface MetricNames {
+  readonly requests: "wakuwaku_proxy_requests"
+  readonly inFlight: "wakuwaku_proxy_requests_in_flight"
+  readonly upstreamDuration: "wakuwaku_proxy_upstream_duration_seconds"
+  readonly delayed: "wakuwaku_proxy_delayed"
+  readonly delayWait: "wakuwaku_proxy_delay_wait_seconds"
+}
+
+/**
+ * The proxy's metric names ({@link layer}'s: always on, as the HTTP middleware's counters are).
+ *
+ * @since 0.2.0
+ * @category metrics
+ */
+export const MetricNames: MetricNames = internalMetrics.MetricName
+
+/**
+ * Requests {@link layer} answered: a counter labelled `route` (`default` without routes), `decision` (the
+ * rate limit's `RateLimit.Decision`, or `none`: no limit, or refused before it, such as a 431) and
+ * `status` (the status sent; `499` when the client left before the response began). Counted when the
+ * response is done.
+ *
+ * @since 0.2.0
+ * @category metrics
+ */
+export const requests: Metric.Metric.Counter<number> = internalMetrics.requests
+
+/**
+ * Requests received and not yet answered in full, across every {@link layer} of the process: a gauge.
+ *
+ * @since 0.2.0
+ * @category metrics
+ */
+export const inFlight: Metric.Metric.Gauge<number> = internalMetrics.inFlight
+
+/**
+ * From handing a request to the upstream to the end of its response (its last byte relayed, or the
+ * failure), in seconds: a histogram labelled `route` and `unit` = `s`, buckets from 1 ms doubling to
+ * about 33 s.
+ *
+ * @since 0.2.0
+ * @category metrics
+ */
+export const upstreamDuration: Metric.Metric.Histogram<number> = internalMetrics.upstreamDuration
+
+/**
+ * Requests a delay-mode route held for their turn before forwarding them: a counter labelled `route`.
+ *
+ * @since 0.2.0
+ * @category metrics
+ */
+export const delayed: Metric.Metric.Counter<number> = internalMetrics.delayed
+
+/**
+ * How long each held request waited for its turn, in seconds: a histogram labelled `route` and `unit` =
+ * `s`.
+ *
+ * @since 0.2.0
+ * @category metrics
+ */
+export const delayWait: Metric.Metric.Histogram<number> = internalMetrics.delayWait

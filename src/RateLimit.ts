@@ -677,3 +677,12 @@ export const decisions: Metric.Metric.Counter<number> = internal.decisions
  * @category observability
  */
 export const storeFailures: Metric.Metric.Counter<number> = internal.storeFailures
+
+/**
+ * Requests refused from the denial memory (`rememberDenials`), without asking the store: a counter tagged
+ * `policy`, once per remembered policy that refused (they count in {@link decisions} as `denied` too).
+ *
+ * @since 0.2.0
+ * @category observability
+ */
+export const denialMemoryHits: Metric.Metric.Counter<number> = internal.denialMemoryHits

@@ -50,7 +50,12 @@ const FLAGS: ReadonlyArray<readonly [string, string]> = [
   ["store-timeout", "WAKUWAKU_STORE_TIMEOUT"],
   ["on-store-failure", "WAKUWAKU_ON_STORE_FAILURE"],
   ["max-entries", "WAKUWAKU_MAX_ENTRIES"],
-  ["remember-denials", "WAKUWAKU_REMEMBER_DENIALS"]
+  ["remember-denials", "WAKUWAKU_REMEMBER_DENIALS"],
+  ["admin-port", "WAKUWAKU_ADMIN_PORT"],
+  ["admin-host", "WAKUWAKU_ADMIN_HOST"],
+  ["drain-delay", "WAKUWAKU_DRAIN_DELAY"],
+  ["access-log", "WAKUWAKU_ACCESS_LOG"],
+  ["access-log-query", "WAKUWAKU_ACCESS_LOG_QUERY"]
 ]
 
 const config = (argv: ReadonlyArray<string>, env: Record<string, string> = {}): Config => {

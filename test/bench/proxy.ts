@@ -9,7 +9,9 @@
  *   (`rawProxy.ts`: keep-alive agent, `pipe`, no limiter) and its floors (forwarding with undici; asking
  *   `TokenBucket.acquire` first, on each store); fastify 5 + @fastify/rate-limit +
  *   @fastify/http-proxy (`fastifyProxy.ts`) with its memory store and with its Redis store; the built
- *   `wakuwaku proxy` (`node dist/bin.js proxy`) on its embedded store and with `--redis`. Every limit
+ *   `wakuwaku proxy` (`node dist/bin.js proxy`) on its embedded store and with `--redis`, and on its embedded
+ *   store with the admin port on (`--admin-port 0`: its metrics, the library's telemetry metrics among them)
+ *   and with the access log on (`--access-log json`, stdout to a file). Every limit
  *   allows everything (a token bucket of 10^9 refilled 10^9 per second, nginx's 10^6 r/s with a burst), so
  *   every request is counted and forwarded. The Redis contenders share one throwaway redis-server.
  * - **Throughput and CPU**: `wrk -t1 -c32 -d<s>s` per contender per round after one warm-up; CPU per
@@ -24,22 +26,27 @@
  * - **Middleware**: an @effect/platform-node `HttpServer` app answering a fixed text, with and without
  *   `RateLimit.middleware` (embedded store, allow-everything), `wrk -t1 -c32`: CPU per request of each.
  *
+ * `--only TEXT[,TEXT]`: only the contenders whose label contains one of the texts, beside direct (the
+ * p50s, floods, middleware apps and targets are then left out); with `--rounds N`: to compare a few rows with
+ * more rounds.
+ *
  * `--quick`: one round of 2 s runs. The full run: 3 rounds of 4 s (a few minutes in all), the middleware
  * apps 7 (their differences are a few µs in about 100), in an order that rotates. The CPU other processes
  * used during the measurement is printed at the end.
  */
 import { type ChildProcess, spawn, type SpawnOptionsWithStdioTuple } from "node:child_process"
-import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs"
+import { existsSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { connect, createConnection, createServer } from "node:net"
 import { availableParallelism, tmpdir } from "node:os"
-import { delimiter, join } from "node:path"
+import { delimiter, dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { attack } from "../load/attack.js"
 import { metrics } from "../load/report.js"
 import { clockTicks, machineTicks, median, otherCpuLine, processTicks, stat, treeTicks } from "./measure.js"
 
 const QUICK = process.argv.includes("--quick")
-const ROUNDS = QUICK ? 1 : 3
+const roundsArg = process.argv.indexOf("--rounds")
+const ROUNDS = roundsArg >= 0 ? Number(process.argv[roundsArg + 1]) : QUICK ? 1 : 3
 /** Rounds of the middleware apps (the first `ROUNDS` of them alternate with the contenders). */
 const APP_ROUNDS = QUICK ? 1 : 7
 const WRK_SECONDS = QUICK ? 2 : 4
@@ -47,6 +54,11 @@ const WRK_CONNECTIONS = 32
 const WRK_THREADS = 1
 const FIXED_RATE = 1000
 const FIXED_MS = QUICK ? 2000 : 3000
+const onlyArg = process.argv.indexOf("--only")
+/** `--only`'s texts; undefined: every contender, and every part of the bench. */
+const ONLY = onlyArg < 0 ? undefined : (process.argv[onlyArg + 1] ?? "").split(",").filter((t) => t !== "")
+const wanted = (label: string) =>
+  ONLY === undefined || label.startsWith("direct") || ONLY.some((t) => label.includes(t))
 const ROOT = fileURLToPath(new URL("../../", import.meta.url))
 const NGINX = ["nginx", "/usr/sbin/nginx"].find((binary) =>
   binary.includes("/") ?
@@ -66,12 +78,20 @@ interface Running {
   readonly output: () => string
 }
 
-/** Spawns a server that dies with this process (setpriv --pdeathsig), keeping its output. */
-const start = (command: string, args: ReadonlyArray<string>, env: NodeJS.ProcessEnv = process.env): Running => {
+/**
+ * Spawns a server that dies with this process (setpriv --pdeathsig), keeping its output; its stdout to the file
+ * `stdoutTo` when given (an access log), kept out of this process.
+ */
+const start = (
+  command: string,
+  args: ReadonlyArray<string>,
+  env: NodeJS.ProcessEnv = process.env,
+  stdoutTo?: string
+): Running => {
   const options: SpawnOptionsWithStdioTuple<"ignore", "pipe", "pipe"> = {
     cwd: ROOT,
     env,
-    stdio: ["ignore", "pipe", "pipe"]
+    stdio: ["ignore", stdoutTo === undefined ? "pipe" : openSync(stdoutTo, "w") as unknown as "pipe", "pipe"]
   }
   const child = onPath("setpriv")
     ? spawn("setpriv", ["--pdeathsig", "SIGKILL", "--", command, ...args], options)
@@ -309,10 +329,12 @@ const main = async (): Promise<void> => {
       label: string,
       command: string | undefined,
       args: (port: number) => ReadonlyArray<string>,
-      options: { readonly redis?: boolean; readonly env?: NodeJS.ProcessEnv } = {}
+      options: { readonly redis?: boolean; readonly env?: NodeJS.ProcessEnv; readonly stdoutTo?: string } = {}
     ) => {
       const p = await port()
-      const running = command === undefined ? undefined : start(command, args(p), options.env)
+      const running = command === undefined || !wanted(label)
+        ? undefined
+        : start(command, args(p), options.env, options.stdoutTo)
       if (running !== undefined) {
         servers.push(running)
         await listening(running, p, label)
@@ -324,7 +346,7 @@ const main = async (): Promise<void> => {
         redis: options.redis ?? false,
         rounds: []
       }
-      contenders.push(c)
+      if (wanted(label)) contenders.push(c)
       return c
     }
     const tsx = (script: string, ...rest: ReadonlyArray<string>) => (p: number) => [
@@ -350,7 +372,9 @@ const main = async (): Promise<void> => {
 
     const direct = await add("direct to the upstream", undefined, () => [])
     let nginx: Contender | undefined
-    if (NGINX === undefined) {
+    if (!wanted("nginx")) {
+      // Left out by --only.
+    } else if (NGINX === undefined) {
       console.log("nginx: not on PATH nor at /usr/sbin/nginx: its row is skipped")
     } else {
       const p = await port()
@@ -421,6 +445,19 @@ const main = async (): Promise<void> => {
       wakuwaku([...ALLOW, "--redis", redisUrl, "--on-store-failure", "fail-closed"]),
       { redis: true }
     )
+    const withAdmin = await add(
+      "`wakuwaku proxy`, embedded store, `--admin-port 0` (metrics on)",
+      process.execPath,
+      wakuwaku([...ALLOW, "--admin-port", "0"]),
+      { env: noRedisEnv }
+    )
+    const accessLogFile = join(mkdtempSync(join(tmpdir(), "wakuwaku-log-")), "access.log")
+    const withAccessLog = await add(
+      "`wakuwaku proxy`, embedded store, `--access-log json` (stdout to a file)",
+      process.execPath,
+      wakuwaku([...ALLOW, "--access-log", "json"]),
+      { env: noRedisEnv, stdoutTo: accessLogFile }
+    )
 
     // The middleware's two apps.
     const plainApp = await add(
@@ -438,13 +475,17 @@ const main = async (): Promise<void> => {
       process.execPath,
       tsx("test/bench/platformApp.ts", "limited")
     )
-    contenders.splice(contenders.indexOf(plainApp), 3)
+    const apps = ONLY === undefined ? [plainApp, acquireApp, limitedApp] : []
+    // The apps have rounds of their own (under --only, none).
+    for (const app of [plainApp, acquireApp, limitedApp]) {
+      if (contenders.includes(app)) contenders.splice(contenders.indexOf(app), 1)
+    }
 
     // The floods: one address over its limit.
     const DENY = ["--capacity", "1", "--refill", "1/1h", "--remember-denials", "10000"]
     const floods: Array<Flood> = []
     for (
-      const [label, extra, onRedis] of [
+      const [label, extra, onRedis] of ONLY !== undefined ? [] : [
         ["`wakuwaku proxy`, embedded store", DENY, false],
         ["`wakuwaku proxy --redis`", [
           ...DENY,
@@ -476,8 +517,7 @@ const main = async (): Promise<void> => {
         } s (open model, this process)\n`
     )
 
-    const apps = [plainApp, acquireApp, limitedApp]
-    const rated = [direct, bare, bareLimitedRedis, embedded, withRedis]
+    const rated = ONLY === undefined ? [direct, bare, bareLimitedRedis, embedded, withRedis] : []
     const p50s = new Map<Contender, Array<number>>(rated.map((c) => [c, []]))
     // Warm-up, untimed.
     for (const c of [...contenders, ...apps]) await wrk(c.url, 2)
@@ -496,7 +536,9 @@ const main = async (): Promise<void> => {
       // The apps' differences are a few µs in about 100: more rounds, in an order that rotates.
       const shift = (round - 1) % apps.length
       const rotated = [...apps.slice(shift), ...apps.slice(0, shift)]
-      for (const c of round <= ROUNDS ? [...contenders, ...rotated] : rotated) {
+      // Under --only, a few rows compared: their order reversed every other round.
+      const ordered = ONLY !== undefined && round % 2 === 0 ? [...contenders].reverse() : contenders
+      for (const c of round <= ROUNDS ? [...ordered, ...rotated] : rotated) {
         const s = await wrkRound(c, redis.pid, ticksPerSecond)
         console.log(
           `round ${round} ${c.label}: ${Math.round(s.rps)} req/s` +
@@ -556,6 +598,22 @@ const main = async (): Promise<void> => {
         } | ${added} |`
       )
     }
+    const logged = readFileSync(accessLogFile)
+    rmSync(dirname(accessLogFile), { recursive: true, force: true })
+    for (const [c, what] of [[withAdmin, "the admin port (metrics on)"], [withAccessLog, "the access log"]] as const) {
+      if (!contenders.includes(c) || !contenders.includes(embedded)) continue
+      const added = cpu(c) - cpu(embedded)
+      console.log(
+        `\n${what}: ${added.toFixed(1)} µs of CPU per request over the embedded store's (${
+          ((added / cpu(embedded)) * 100).toFixed(1)
+        }%), throughput ${(rps(c) / rps(embedded)).toFixed(3)}×`
+      )
+    }
+    if (contenders.includes(withAccessLog)) {
+      const lines = logged.toString().split("\n").length - 1
+      console.log(`the access log: ${lines} lines, ${(logged.length / Math.max(1, lines)).toFixed(0)} bytes a line`)
+    }
+    if (ONLY !== undefined) return
     console.log("\n| flood from one address over its limit | 429s/s | CPU µs per 429 | Redis commands per 429 |")
     console.log("|---|---:|---:|---:|")
     for (const f of floods) {

@@ -10,7 +10,8 @@
  * - **middleware**: `RateLimit.middleware` on one request (`HttpServerRequest.fromWeb`), allowed; and a
  *   remembered denial (a bucket of 1 refilled once an hour, `rememberDenials`), the 429 rendered.
  * - **proxy 429**: `Proxy.layer`'s request handler on a plain object request and response, a remembered
- *   denial: keyed, recalled, rendered, written (no fiber runs).
+ *   denial: keyed, recalled, rendered, written (no fiber runs); its response closed, so that a tree with
+ *   ./observe.ts counts it (and, in the second row, writes its access log line to a function that drops it).
  *
  * Run: `npx tsx test/bench/verdict.ts --base /path/to/old/tree [--quick]`.
  */
@@ -42,7 +43,11 @@ const load = async (root: string) => ({
   server: (await import(`${root}/internal/proxy/server.js`)) as typeof import("../../src/internal/proxy/server.js"),
   exchange:
     (await import(`${root}/internal/proxy/exchange.js`)) as typeof import("../../src/internal/proxy/exchange.js"),
-  clientIp: (await import(`${root}/internal/http/clientIp.js`)) as typeof import("../../src/internal/http/clientIp.js")
+  clientIp: (await import(`${root}/internal/http/clientIp.js`)) as typeof import("../../src/internal/http/clientIp.js"),
+  // A tree before issue 28 has none: its handler takes no observer.
+  observe: (await import(`${root}/internal/proxy/observe.js`).catch(() => undefined)) as
+    | typeof import("../../src/internal/proxy/observe.js")
+    | undefined
 })
 type Tree = Awaited<ReturnType<typeof load>>
 
@@ -85,15 +90,19 @@ const rowsOf = async (t: Tree, tag: string) => {
 
   const proxyLimit = t.decision.make({ limiter: scarce, onStoreFailure: "fail-open", rememberDenials: 10 })
   await runtime.runPromise(proxyLimit.decide("127.0.0.1", 1))
-  const handle = t.server.handler({
-    forwarding: t.exchange.resolve({ upstream: "http://127.0.0.1:9" }),
-    agents: {} as never,
-    limit: proxyLimit,
-    key: t.clientIp.resolver(),
-    maxHeaderLines: 100,
-    runtime: (await runtime.runtime()),
-    closing: () => false
-  })
+  const handlerOf = async (accessLog: boolean) =>
+    t.server.handler({
+      forwarding: t.exchange.resolve({ upstream: "http://127.0.0.1:9" }),
+      agents: {} as never,
+      limit: proxyLimit,
+      key: t.clientIp.resolver(),
+      maxHeaderLines: 100,
+      runtime: (await runtime.runtime()),
+      closing: () => false,
+      observer: t.observe?.make(accessLog ? { format: "json", write: () => {} } : undefined) as never
+    })
+  const handle = await handlerOf(false)
+  const handleLogged = await handlerOf(true)
   const proxyRequest = {
     rawHeaders: ["Host", "127.0.0.1"],
     httpVersionMajor: 1,
@@ -104,19 +113,31 @@ const rowsOf = async (t: Tree, tag: string) => {
     complete: true
   } as unknown as Http.IncomingMessage
   let status = 0
+  let onClose: (() => void) | undefined
   const proxyResponse = {
     destroyed: false,
+    headersSent: true,
+    statusCode: 429,
+    req: proxyRequest,
     writeHead: (s: number) => {
       status = s
     },
-    end: () => {}
+    end: () => {},
+    // The one listener ./observe.ts adds, called as Node calls it once the response is sent.
+    on: (_event: string, listener: () => void) => {
+      onClose = listener
+    }
   } as unknown as Http.ServerResponse
+  const closed = () => {
+    onClose?.call(proxyResponse)
+    onClose = undefined
+  }
   // The store's denial, remembered.
   await new Promise<void>((done) => {
     ;(proxyResponse as unknown as { end: () => void }).end = done
     handle(proxyRequest, proxyResponse)
   })
-  ;(proxyResponse as unknown as { end: () => void }).end = () => {}
+  ;(proxyResponse as unknown as { end: () => void }).end = closed
   handle(proxyRequest, proxyResponse)
   if (status !== 429) throw new Error(`${tag}: the proxy's remembered denial answered ${status}`)
 
@@ -135,6 +156,10 @@ const rowsOf = async (t: Tree, tag: string) => {
     "middleware, remembered 429": loop(denied as Effect.Effect<unknown, unknown, never>),
     "proxy handler, remembered 429": (n: number) => {
       for (let i = 0; i < n; i++) handle(proxyRequest, proxyResponse)
+      return Promise.resolve()
+    },
+    "proxy handler, remembered 429, access log on (base: off)": (n: number) => {
+      for (let i = 0; i < n; i++) handleLogged(proxyRequest, proxyResponse)
       return Promise.resolve()
     }
   } as Record<string, (n: number) => Promise<void>>

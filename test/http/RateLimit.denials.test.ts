@@ -6,7 +6,7 @@
  */
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { describe, expect, it as plain } from "@effect/vitest"
-import { Effect, Layer, Logger, LogLevel } from "effect"
+import { Effect, Layer, Logger, LogLevel, Metric } from "effect"
 import { Rate, Redis, TokenBucket } from "wakuwaku"
 import { RateLimit } from "wakuwaku/http"
 import * as decision from "../../src/internal/http/decision.js"
@@ -48,6 +48,8 @@ forEachBackend("RateLimit.middleware, rememberDenials", (it) => {
       const flood = []
       for (let i = 0; i < 20; i++) flood.push(yield* get(v4))
       expect(store.scripts()).toBe(4)
+      // Each counted as a hit of the memory (the policy's own counter: the namespace is fresh).
+      expect((yield* Metric.value(RateLimit.denialMemoryHits.pipe(Metric.tagged("policy", ns)))).count).toBe(20)
       for (const reply of flood) {
         expect(reply.status).toBe(429)
         expect(reply.body).toBe(replies[2]!.body)

@@ -228,12 +228,16 @@ export interface RunningProxy {
   readonly pid: number
   readonly port: number
   readonly exited: Promise<Outcome>
+  /** Everything it has written to stdout so far. */
+  readonly stdout: () => string
 }
 
 /** Starts `wakuwaku proxy <args> --host 127.0.0.1 --port 0` and waits until it listens. */
 export const startProxy = async (args: ReadonlyArray<string>, env?: NodeJS.ProcessEnv): Promise<RunningProxy> => {
   const child = spawnCli(["proxy", "--host", "127.0.0.1", "--port", "0", ...args], env)
   const exited = outcome(child)
+  let stdout = ""
+  child.stdout?.on("data", (chunk: Buffer) => (stdout += chunk.toString()))
   const port = await new Promise<number>((resolve, reject) => {
     let seen = ""
     const onData = (chunk: Buffer) => {
@@ -247,7 +251,7 @@ export const startProxy = async (args: ReadonlyArray<string>, env?: NodeJS.Proce
     child.stdout?.on("data", onData)
     void exited.then((o) => reject(new Error(`wakuwaku proxy exited (${o.code}) before listening: ${o.stderr}`)))
   })
-  return { child, pid: child.pid!, port, exited }
+  return { child, pid: child.pid!, port, exited, stdout: () => stdout }
 }
 
 /** A resolve hook that refuses every module of @effect/platform(-node). */

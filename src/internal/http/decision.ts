@@ -44,6 +44,12 @@ export const storeFailures = Metric.counter("wakuwaku_ratelimit_store_failures",
   incremental: true
 })
 
+/** @internal */
+export const denialMemoryHits = Metric.counter("wakuwaku_ratelimit_denial_memory_hits", {
+  description: "Requests wakuwaku/http refused from its denial memory without asking the store, by policy",
+  incremental: true
+})
+
 /**
  * Every decision, once, keyed by {@link RateLimit.Decision}: the compiler refuses a decision missing here or
  * one the type does not name, and {@link DECISIONS} is derived from it.
@@ -139,6 +145,8 @@ interface Unit {
   readonly name: string
   readonly quoted: string
   readonly policyLabel: MetricLabel.MetricLabel
+  /** `[policyLabel]`, kept: {@link denialMemoryHits}'s labels. */
+  readonly policyOnly: ReadonlyArray<MetricLabel.MetricLabel>
   readonly memo: denials.Denials | undefined
   readonly count: (decision: RateLimit.Decision) => void
   /** `[name]`: the violated policies of a 429 or a 413 of this limiter alone. */
@@ -164,6 +172,7 @@ const unit = (listed: RateLimit.Limiter<unknown> | RateLimit.Shadow<unknown>, re
     name,
     quoted: fields.sfString(name),
     policyLabel,
+    policyOnly: [policyLabel],
     // A shadow limiter's denial denies nothing: it is never remembered.
     memo: remember > 0 && !isShadow ? new denials.Denials(remember) : undefined,
     count: (decision) => decisions.unsafeUpdate(1, labels[decision]),
@@ -479,6 +488,7 @@ const recall = (units: ReadonlyArray<Unit>, key: string, cost: number): Verdict 
   for (const u of units) {
     const ms = u.memo?.recall(key, cost)
     if (ms === undefined) continue
+    denialMemoryHits.unsafeUpdate(1, u.policyOnly)
     ;(by ??= []).push(u)
     ;(seconds ??= []).push(Math.max(1, Math.ceil(ms / 1000)))
   }

@@ -24,7 +24,7 @@ import * as render from "./render.js"
 export const FallbackTypeId: RateLimit.FallbackTypeId = decision.FallbackTypeId
 
 /** @internal */
-export const { decisions, fallback, storeFailures } = decision
+export const { decisions, denialMemoryHits, fallback, storeFailures } = decision
 
 /** @internal */
 export const clientIpKey = (options?: ClientIp.Options): RateLimit.Key => clientIp.make(options)

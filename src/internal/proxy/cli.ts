@@ -35,6 +35,10 @@ export interface Config {
   readonly maxEntries: number
   /** How many names' denials the proxy remembers (0: none). */
   readonly rememberDenials: number
+  /** The admin port (`/metrics`, `/healthz`, `/readyz`), if asked for. */
+  readonly admin: { readonly port: number; readonly host: string; readonly drainDelay: Duration.Duration } | undefined
+  /** The access log (JSON lines on stdout), if asked for; `query`: with each request's query string. */
+  readonly accessLog: { readonly query: boolean } | undefined
 }
 
 /** @internal What the command line asks for. */
@@ -218,6 +222,44 @@ const SECTIONS: ReadonlyArray<{ readonly title: string; readonly flags: Readonly
     ]
   },
   {
+    title: "Admin port and access log",
+    flags: [
+      {
+        name: "admin-port",
+        value: "PORT",
+        env: "WAKUWAKU_ADMIN_PORT",
+        help: "serve /metrics (Prometheus), /healthz and /readyz on this port, never --port's\n(default: none)"
+      },
+      {
+        name: "admin-host",
+        value: "ADDRESS",
+        env: "WAKUWAKU_ADMIN_HOST",
+        default: "127.0.0.1",
+        help: "address of the admin port (loopback only by default)"
+      },
+      {
+        name: "drain-delay",
+        value: "DURATION",
+        env: "WAKUWAKU_DRAIN_DELAY",
+        default: "0s",
+        help: "on SIGINT/SIGTERM, how long /readyz answers 503 while the proxy still serves,\n" +
+          "before it stops accepting (the time a load balancer needs to stop sending)"
+      },
+      {
+        name: "access-log",
+        value: "FORMAT",
+        env: "WAKUWAKU_ACCESS_LOG",
+        help: "json: one line per request on stdout (time, method, path without query, status,\n" +
+          "route, decision, deniedBy, retryAfter, upstreamMs, totalMs; no header value) (default: off)"
+      },
+      {
+        name: "access-log-query",
+        env: "WAKUWAKU_ACCESS_LOG_QUERY",
+        help: "write each request's query string in the access log too (it may carry credentials)"
+      }
+    ]
+  },
+  {
     title: "Other",
     flags: [{ name: "help", env: "", help: "show this help" }]
   }
@@ -303,6 +345,11 @@ const fail = (source: Source, what: string): never => {
 const integer = (source: Source, min: number, max: number, what: string): number => {
   const n = /^\d+$/.test(source.value.trim()) ? Number(source.value.trim()) : NaN
   return Number.isSafeInteger(n) && n >= min && n <= max ? n : fail(source, what)
+}
+
+const nonNegativeDuration = (source: Source): Duration.Duration => {
+  const d = parseDuration(source.value)
+  return d !== undefined && Duration.toMillis(d) >= 0 ? d : fail(source, "expected a duration such as 0s, 500ms or 5s")
 }
 
 const positiveDuration = (source: Source): Duration.Duration => {
@@ -578,6 +625,10 @@ const parseProxy = (argv: ReadonlyArray<string>, env: Readonly<Record<string, st
   const maxEntries = integer(orDefault("max-entries"), 1, Number.MAX_SAFE_INTEGER, "expected a positive whole number")
   const rememberDenials = integer(orDefault("remember-denials"), 0, Number.MAX_SAFE_INTEGER, "expected a whole number")
 
+  // Admin port and access log
+  const admin = adminOf(get, orDefault, port)
+  const accessLog = accessLogOf(get, switchOn)
+
   return {
     _tag: "Proxy",
     config: {
@@ -595,7 +646,55 @@ const parseProxy = (argv: ReadonlyArray<string>, env: Readonly<Record<string, st
       storeTimeout,
       onStoreFailure,
       maxEntries,
-      rememberDenials
+      rememberDenials,
+      admin,
+      accessLog
     }
   }
+}
+
+/** An address or host name to listen on (no blank, no slash), else an `Invalid`. */
+const listenHost = (source: Source): string => {
+  const host = source.value.trim()
+  return host === "" || /\s|\//.test(host) ? fail(source, "expected an address or host name") : host
+}
+
+/** The admin port, if asked for: never the public `port`; its other flags refused without it. */
+const adminOf = (
+  get: (name: string) => Source | undefined,
+  orDefault: (name: string) => Source,
+  port: number
+): Config["admin"] => {
+  const portSource = get("admin-port")
+  if (portSource === undefined) {
+    for (const name of ["admin-host", "drain-delay"]) {
+      const source = get(name)
+      if (source !== undefined) throw new Invalid(`${source.from} applies only with --admin-port`)
+    }
+    return undefined
+  }
+  const adminPort = integer(portSource, 0, 65_535, "expected a port number from 0 to 65535")
+  if (adminPort !== 0 && adminPort === port) {
+    fail(portSource, "expected a port other than --port's (metrics and health are never served to clients)")
+  }
+  return {
+    port: adminPort,
+    host: listenHost(orDefault("admin-host")),
+    drainDelay: nonNegativeDuration(orDefault("drain-delay"))
+  }
+}
+
+/** The access log, if asked for; `--access-log-query` refused without it. */
+const accessLogOf = (
+  get: (name: string) => Source | undefined,
+  switchOn: (name: string) => boolean
+): Config["accessLog"] => {
+  const source = get("access-log")
+  const query = switchOn("access-log-query")
+  if (source === undefined) {
+    if (query) throw new Invalid(`${get("access-log-query")!.from} applies only with --access-log json`)
+    return undefined
+  }
+  if (source.value.trim() !== "json") fail(source, "expected json")
+  return { query }
 }

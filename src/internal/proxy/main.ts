@@ -78,6 +78,8 @@ const LAYER_OPTIONS: FromConfig<Omit<Proxy.LayerOptions<never>, "upstream" | "ra
   port: (config) => config.port,
   host: (config) => config.host,
   shutdownTimeout: (config) => config.shutdownTimeout,
+  admin: (config) => config.admin,
+  accessLog: (config) => config.accessLog === undefined ? undefined : { format: "json", query: config.accessLog.query },
   // No flag: the layer's defaults.
   maxHeaderLines: () => undefined,
   requestTimeout: () => undefined
@@ -137,8 +139,10 @@ const program = (config: Config) =>
     const context = yield* Layer.build(build(config, upstream).pipe(Layer.provide(store.layer))).pipe(
       Effect.annotateLogs("ratelimit.store", config.redis === undefined ? "embedded" : mask(config.redis))
     )
-    const { port } = Context.get(context, Proxy.Server).address
-    yield* Console.log(banner(config, { port, upstream, store: store.line }))
+    const server = Context.get(context, Proxy.Server)
+    yield* Console.log(
+      banner(config, { port: server.address.port, upstream, store: store.line, admin: server.admin })
+    )
     return yield* Effect.never
   }))
 
@@ -149,7 +153,12 @@ const program = (config: Config) =>
  */
 export const banner = (
   config: Config,
-  running: { readonly port: number; readonly upstream: string; readonly store: string }
+  running: {
+    readonly port: number
+    readonly upstream: string
+    readonly store: string
+    readonly admin?: Proxy.Address | undefined
+  }
 ): string => {
   const wildcard = config.host === undefined || config.host === "0.0.0.0" || config.host === "::"
   const base = `${wildcard ? "localhost" : hostForUrl(config.host)}:${running.port}`
@@ -167,6 +176,12 @@ export const banner = (
     }`,
     `  limit:    ${describeLimiter(config)}`,
     `  store:    ${running.store}`,
+    ...(running.admin === undefined ? [] : [
+      `  admin:    http://${hostForUrl(running.admin.host)}:${running.admin.port}/metrics, /healthz, /readyz`
+    ]),
+    ...(config.accessLog === undefined ? [] : [
+      `  log:      one JSON line per request on stdout${config.accessLog.query ? ", with its query string" : ""}`
+    ]),
     "",
     `Try it: a burst of ${burst} requests from one address; past the limit the proxy answers 429.`,
     `  for i in $(seq ${burst}); do curl -s -o /dev/null -w '%{http_code}\\n' ${url("/")}; done`,

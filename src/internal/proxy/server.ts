@@ -26,11 +26,14 @@ import type * as Redis from "../../Redis.js"
 import { positive, toMillis } from "../duration.js"
 import * as clientIp from "../http/clientIp.js"
 import * as decision from "../http/decision.js"
+import * as failure from "../http/failure.js"
 import { appendItem } from "../http/fields.js"
 import * as render from "../http/render.js"
+import * as admin from "./admin.js"
 import * as dispatch from "./dispatch.js"
 import * as ProxyModule from "./errors.js"
 import * as exchange from "./exchange.js"
+import * as observe from "./observe.js"
 import { upstreamPath } from "./target.js"
 
 /**
@@ -209,6 +212,8 @@ export interface HandlerOptions<LR> {
   readonly runtime: Runtime.Runtime<LR>
   /** Whether the server is shutting down: new requests on kept-alive connections close them. */
   readonly closing: () => boolean
+  /** What is told of each request: metrics, access log (./observe.ts). */
+  readonly observer: observe.Observer
 }
 
 /** What the parts of a handler share: its options, resolved once per server. */
@@ -226,6 +231,7 @@ interface Handling<LR> {
   readonly runCallback: ReturnType<typeof Runtime.runCallback<LR>>
   readonly runFork: ReturnType<typeof Runtime.runFork<LR>>
   readonly closing: () => boolean
+  readonly observer: observe.Observer
 }
 
 const handling = <LR>(options: HandlerOptions<LR>): Handling<LR> => {
@@ -242,7 +248,8 @@ const handling = <LR>(options: HandlerOptions<LR>): Handling<LR> => {
     maxHeaderLines,
     runCallback: Runtime.runCallback(runtime),
     runFork: Runtime.runFork(runtime),
-    closing: options.closing
+    closing: options.closing,
+    observer: options.observer
   }
 }
 
@@ -271,6 +278,7 @@ const refuse = <LR>(
   response: Http.ServerResponse,
   verdict: decision.Verdict
 ): void => {
+  observe.refused(response, verdict)
   // The parts of `render.refusal`, with no object around them: a flood of remembered 429s is a hot path too.
   const headers = render.refusalHeaders(h.policyField!, verdict)
   headers["proxy-status"] = verdict.status === 429 ? REFUSED_STATUS.tooMany : REFUSED_STATUS.other
@@ -334,6 +342,7 @@ const forward = <LR>(
   path: string,
   fields: decision.Verdict | undefined
 ): void => {
+  observe.forwarded(response, fields)
   const withBody = exchange.hasBody(request.headers)
   const viaUndici = dispatch.dispatchable(path, request.headers["transfer-encoding"])
   // Over undici no Transfer-Encoding is written: it frames a body of unknown length `chunked` itself.
@@ -449,6 +458,7 @@ const limited = <LR>(
 
 /** Handles one request: refuses what cannot be forwarded, then forwards it, through the limit if there is one. */
 const handle = <LR>(h: Handling<LR>, request: Http.IncomingMessage, response: Http.ServerResponse): void => {
+  observe.begin(h.observer, response)
   if (tooManyLines(request, h.maxHeaderLines)) return refuseLines(request, response, h.maxHeaderLines)
   if (malformed(request)) return refuseMalformed(request, response)
   const path = upstreamPath(h.upstream, request.url ?? "/", request.method)
@@ -514,10 +524,19 @@ export const layer = <LR>(options: Proxy.LayerOptions<LR>): Layer.Layer<Proxy.Se
   const rateLimit = options.rateLimit
   const limit = rateLimit === undefined ? undefined : decision.make(rateLimit)
   const key = rateLimit?.key ?? clientIp.resolver({ trustedProxies: options.trustedProxies })
+  const observer = observe.make(options.accessLog)
+  const adminOptions = options.admin === undefined ? undefined : admin.check(options.admin, options.port)
   return Layer.scoped(
     ProxyModule.Server,
     Effect.gen(function*() {
-      const runtime = yield* Effect.runtime<LR>()
+      const built = yield* Effect.runtime<LR>()
+      const runtime = adminOptions === undefined ? built : admin.withMetrics(built)
+      const mode = rateLimit === undefined ? undefined : failure.fromOption(rateLimit.onStoreFailure).mode
+      const ready = admin.readiness(runtime, mode)
+      // Opened first, so it closes last: /readyz says 503 all through the drain.
+      const adminAddress = adminOptions === undefined ? undefined : yield* admin.serve(adminOptions, ready)
+      // Runs once the listener has drained: the access log's last lines.
+      yield* Effect.addFinalizer(() => Effect.sync(() => observe.flush(observer)))
       const agents = yield* Effect.acquireRelease(
         Effect.sync(() => ({
           pool: dispatch.pool(forwarding.upstream),
@@ -536,7 +555,7 @@ export const layer = <LR>(options: Proxy.LayerOptions<LR>): Layer.Layer<Proxy.Se
       const server = Http.createServer(
         // Node checks its request timeouts every connectionsCheckingInterval (30 s by default).
         { requestTimeout, connectionsCheckingInterval: Math.max(10, Math.min(30_000, Math.ceil(requestTimeout / 4))) },
-        handler({ forwarding, agents, limit, key, maxHeaderLines, runtime, closing: () => closing })
+        handler({ forwarding, agents, limit, key, maxHeaderLines, runtime, closing: () => closing, observer })
       )
       configure(server)
       // Decided before the body is invited: `100 Continue` only once the limit lets the request through.
@@ -544,7 +563,12 @@ export const layer = <LR>(options: Proxy.LayerOptions<LR>): Layer.Layer<Proxy.Se
       const address = yield* listen(server, options)
       // Added after the listener, so it runs first on shutdown: responses while draining close their connections.
       yield* Effect.addFinalizer(() => Effect.sync(() => (closing = true)))
-      return { address, denials: () => limit?.denials?.size ?? 0 }
+      // Added last, so it runs first: unready, and still serving for the drain delay, before the listener closes.
+      if (adminOptions !== undefined) {
+        ready.serving = true
+        yield* Effect.addFinalizer(() => admin.unready(adminOptions, ready))
+      }
+      return { address, admin: adminAddress, denials: () => limit?.denials?.size ?? 0 }
     })
   )
 }
