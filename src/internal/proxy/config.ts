@@ -59,6 +59,12 @@ export interface Route {
 // ---------------------------------------------------------------------------------------------------------------
 // Values, each read by the parser its flag uses
 
+/**
+ * What a refinement of ours adds to the JSON Schema: nothing but its annotations (its description), which a
+ * filter without a `jsonSchema` annotation would lose.
+ */
+const KEEP = { jsonSchema: {} }
+
 /** A value as a message quotes it. */
 const shown = (value: unknown): string => {
   try {
@@ -129,7 +135,7 @@ const word = (description: string) =>
       } catch {
         return false
       }
-    })),
+    }, KEEP)),
     WORD,
     description
   )
@@ -143,7 +149,7 @@ const checkedBy = (problem: (text: string) => string | undefined, description: s
     Schema.filter((text) => {
       const found = problem(text)
       return found === undefined ? true : `${found}, got ${shown(text)}`
-    })
+    }, KEEP)
   ).annotations({ description })
 
 /** A string checked by a parser that throws a message that ends with what it got. */
@@ -156,7 +162,7 @@ const checked = (check: (text: string) => unknown, description: string) =>
       } catch (error) {
         return said(error)
       }
-    })
+    }, KEEP)
   ).annotations({ description })
 
 const upstreamUrl = (description: string) =>
@@ -193,6 +199,7 @@ const Key = Schema.transformOrFail(
     encode: (_, __, ast) => ParseResult.fail(new ParseResult.Forbidden(ast, _, "the configuration is decoded only"))
   }
 ).annotations({
+  identifier: "Key",
   description: "how requests are keyed for this limit: ip (the client's address, default), header:NAME (that " +
     "header's value, the client's address without it), or a list of them (one key made of every one's value)",
   message: (issue) => ({
@@ -207,7 +214,7 @@ const Key = Schema.transformOrFail(
 const parameter = (name: string, flag: limiterKinds.Flag<unknown>) => {
   const description = `${flag.help} (the flag --${name})`
   const from = flag.json === "integer"
-    ? expecting(Schema.Number, flag.expected.replace(/^expected /, ""), description)
+    ? expecting(Schema.Int, flag.expected.replace(/^expected /, ""), description)
     : expecting(Schema.String, flag.expected.replace(/^expected /, ""), description)
   return Schema.transformOrFail(from as Schema.Schema<string | number>, Schema.Unknown, {
     strict: true,
@@ -257,7 +264,7 @@ const limitOf = (algorithm: (typeof ALGORITHMS)[number]) =>
       } catch (error) {
         return said(error).replace(/^wakuwaku(?:\/\w+)?: /, "")
       }
-    })
+    }, KEEP)
   )
 
 /** A limit as the Schema decodes it: the algorithm's name and its parameters (each read by its parser). */
@@ -284,15 +291,19 @@ const LIMIT_EXPECTED = `a limit: an object with a name, an algorithm (${
   orList(ALGORITHMS.map((a) => a.name))
 }) and its parameters`
 
-const Limit = shaped(Schema.Union(...ALGORITHMS.map(limitOf)), LIMIT_EXPECTED, LIMIT_EXPECTED)
+const Limit = shaped(Schema.Union(...ALGORITHMS.map(limitOf)), LIMIT_EXPECTED, LIMIT_EXPECTED).annotations({
+  identifier: "Limit"
+})
 
 const Limits = (description: string) => shaped(Schema.Array(Limit), "a list of limits", description)
 
 // ---------------------------------------------------------------------------------------------------------------
 // Routes
 
-const Methods = shaped(Schema.Array(checkedBy(routes.methodProblem, "a method")), "a list of methods", "")
-  .pipe(Schema.filter((methods) => methods.length > 0 || "expected a non-empty list of methods such as [\"POST\"]"))
+const Methods = shaped(Schema.Array(checkedBy(routes.methodProblem, "a method such as GET")), "a list of methods")
+  .pipe(
+    Schema.filter((methods) => methods.length > 0 || "expected a non-empty list of methods such as [\"POST\"]", KEEP)
+  )
   .annotations({ description: "the methods it takes (a list with GET takes HEAD too); default any" })
 
 const pattern = (description: string) => checkedBy(routes.patternProblem, description)
@@ -319,8 +330,8 @@ const Match = shaped(
     if (match.path !== undefined && match.prefix !== undefined) return "give path or prefix, not both"
     if (Object.keys(match).length === 0) return "expected at least one of methods, host, path or prefix, got {}"
     return true
-  })
-).annotations({ description: "what the route matches: every field given must match" })
+  }, KEEP)
+).annotations({ identifier: "Match", description: "what the route matches: every field given must match" })
 
 const MODE = expecting(
   Schema.Literal("enforce", "shadow", "delay"),
@@ -346,13 +357,13 @@ const RouteSchema = shaped(
   }),
   "a route: an object with a name and a match",
   "a route: the requests it matches and how it limits them"
-)
+).annotations({ identifier: "Route" })
 
 const DefaultRoute = shaped(
   Schema.Struct(routeFields),
   "an object (the default route: limits, shadow, mode, maxWait)",
   "the route of the requests no route matches; without it, they pass with no limit"
-)
+).annotations({ identifier: "DefaultRoute" })
 
 // ---------------------------------------------------------------------------------------------------------------
 // The file
@@ -407,7 +418,7 @@ const FileStruct = shaped(
     $schema: optional(Schema.String.annotations({ description: "this file's JSON Schema, for editors" })),
     host: optional(
       expecting(
-        Schema.String.pipe(Schema.filter((h) => h.trim() !== "" && !/\s|\//.test(h))),
+        Schema.String.pipe(Schema.filter((h) => h.trim() !== "" && !/\s|\//.test(h), KEEP)),
         "an address or host name",
         "address to listen on (default every interface)"
       )
@@ -514,7 +525,7 @@ const FileSchema = FileStruct.pipe(
   Schema.filter((file) => {
     const problems = crossChecks(file)
     return problems.length === 0 ? true : problems.map((p) => ({ path: p.path, message: p.message }))
-  })
+  }, KEEP)
 ).annotations({
   title: "wakuwaku proxy configuration",
   description: "The configuration file of wakuwaku proxy --config FILE (docs/http.md, \"Routes and the " +
