@@ -13,6 +13,7 @@ import { describe, expect, it } from "vitest"
 import { type Command, parse } from "../src/internal/proxy/cli.js"
 import * as config from "../src/internal/proxy/config.js"
 import * as routes from "../src/internal/proxy/routes.js"
+import { docsExample } from "./support/routes.js"
 
 const problems = (file: unknown): ReadonlyArray<string> => {
   const decoded = config.decode(JSON.stringify(file))
@@ -28,15 +29,6 @@ const decoded = (file: unknown): config.ProxyFile => {
 
 const LOGIN = { name: "login", algorithm: "sliding-window", limit: 5, window: "1m" }
 const API = { name: "api", algorithm: "token-bucket", capacity: 100, refill: "100/1s", key: "header:X-Api-Key" }
-
-/** The example of docs/http.md ("Routes and the configuration file"), as written there. */
-export const docsExample = (): string => {
-  const doc = readFileSync(new URL("../docs/http.md", import.meta.url), "utf8")
-  const section = doc.slice(doc.indexOf("### Routes and the configuration file"))
-  const block = /```json\n([\s\S]*?)\n```/.exec(section)?.[1]
-  if (block === undefined) throw new Error("no JSON block in docs/http.md's section on routes")
-  return block
-}
 
 describe("a file decoded: its routes, in order, and the default route", () => {
   it("names, matches, modes, each limit's algorithm, key and cost; the default route without limits passes", () => {

@@ -147,12 +147,14 @@ const fromConfig = <T>(table: FromConfig<T>, config: Config): T =>
  * @internal The proxy's layer; throws on options the structures or the proxy reject. Without a configuration
  * file, its one limit is the flags' (`rateLimit`); with one, the file's routes and default route hold the limits.
  */
-export const build = (config: Config, upstream: string) =>
-  Proxy.layer({
-    upstream,
-    ...fromConfig(LAYER_OPTIONS, config),
-    rateLimit: config.configFile === undefined ? rateLimitOf(config) : undefined
-  })
+export const build = (config: Config, upstream: string) => Proxy.layer(layerOptions(config, upstream))
+
+/** @internal {@link build}'s options of `Proxy.layer`, forwarding to `upstream`. */
+export const layerOptions = (config: Config, upstream: string): Proxy.LayerOptions<AnyRequirements> => ({
+  upstream,
+  ...fromConfig(LAYER_OPTIONS, config),
+  rateLimit: config.configFile === undefined ? rateLimitOf(config) : undefined
+})
 
 /**
  * The store, and its line in the banner. A misconfiguration (a refused password, a URL that cannot be
