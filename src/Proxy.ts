@@ -17,6 +17,13 @@
  *   (`RateLimit.middleware`). The same forwarding, headers and failures; a fiber and the platform's
  *   request and response objects per request cost more CPU (docs/http.md, "Overhead").
  *
+ * **Routes** (`layer`'s `routes`, {@link Route}): tried in order, the first whose methods, host and path
+ * match takes a request, with its own limits (decided as one, each with its key and cost), its mode
+ * (`enforce`, or `shadow`: decided and counted, never denying) and optionally its own upstream and timeout;
+ * a request no route matches takes the default route (`upstream`, `timeout`, `rateLimit`). The path matched
+ * is the one the upstream may read ({@link RouteMatch}), so another spelling of it does not dodge its route.
+ * `wakuwaku proxy --config FILE` reads routes from a JSON file (docs/http.md).
+ *
  * **Why undici and node:http, not @effect/platform, for `layer`.** Forwarding through @effect/platform's
  * `HttpClient` cost far more CPU per request, and serving on the platform's `HttpServer` alone costs more
  * than a bare node:http proxy does in all; undici's client costs less per request than node:http's

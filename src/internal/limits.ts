@@ -101,6 +101,10 @@ local function cost(i) return costs[i] or costs[1] end
 
 /** The twin of {@link COSTS}: the i-th limiter's cost of ARGV[1] (0-based here). */
 const costsOf = (units: string): (i: number) => number => {
+  if (units.indexOf(",") < 0) {
+    const cost = Number(units)
+    return () => cost
+  }
   const costs = units.split(",").map(Number)
   return (i) => costs[i] ?? costs[0]!
 }
@@ -357,6 +361,12 @@ const unitsOf = (costs: Costs, count: number): string | { readonly wrong: string
   return each.every((cost) => cost === each[0]) ? String(each[0]) : each.join(",")
 }
 
+/** `InvalidInput` of the group's `verb` for `argument`. */
+const invalid = (limiters: ReadonlyArray<AnyLimiter>, verb: string, argument: string, message: string) =>
+  Effect.fail(
+    new Redis.InvalidInput({ operation: `${limiters.map((l) => l.label).join(" + ")}.${verb}`, argument, message })
+  )
+
 /**
  * Runs `f` on the call of `limiters` for `costs` on `names` (each the same for every limiter, or one per
  * limiter), once the costs (non-negative safe integers) and the names are checked (else `InvalidInput` of
@@ -371,27 +381,19 @@ const withCall = <A>(
   shadows?: ReadonlyArray<boolean>
 ): Effect.Effect<A, Redis.RedisError | Redis.InvalidInput, Redis.Redis> => {
   const units = unitsOf(costs, limiters.length)
-  const operation = () => `${limiters.map((l) => l.label).join(" + ")}.${verb}`
-  if (typeof units !== "string") {
-    return Effect.fail(new Redis.InvalidInput({ operation: operation(), argument: "cost", message: units.wrong }))
-  }
-  if (Array.isArray(names) && names.length !== limiters.length) {
-    return Effect.fail(
-      new Redis.InvalidInput({
-        operation: operation(),
-        argument: "name",
-        message: `one name per limiter expected (${limiters.length}), got ${names.length}`
-      })
-    )
+  if (typeof units !== "string") return invalid(limiters, verb, "cost", units.wrong)
+  const each = typeof names !== "string"
+  if (each && names.length !== limiters.length) {
+    return invalid(limiters, verb, "name", `one name per limiter expected (${limiters.length}), got ${names.length}`)
   }
   const keys: Array<string> = []
   for (let i = 0; i < limiters.length; i++) {
-    const key = limiters[i]!.keyOf(verb, nth(names, i))
+    const key = limiters[i]!.keyOf(verb, each ? names[i]! : names)
     if (typeof key !== "string") return Effect.fail(key)
     keys.push(key)
   }
   const specs = limiters.map((limiter, i) => specOfLimiter(limiter, shadows?.[i] === true))
-  const call: Call = { keys, specs, units, costs: (i) => nth(costs, i) }
+  const call: Call = { keys, specs, units, costs: typeof costs === "number" ? () => costs : (i) => costs[i]! }
   // The right to write each limiter's entity, checked before the call.
   const entities = [...new Map(limiters.map((l) => [l.entity.kind, l.entity])).values()]
   return withWrites(entities, (redis) => f(redis, call))

@@ -56,7 +56,7 @@ export const ATTRIBUTE = "wakuwaku.shadow.would_deny"
 
 /** @internal */
 export const wouldDenyCounter = Metric.counter("wakuwaku_shadow_would_deny", {
-  description: "Requests allowed that a shadow limit would have denied, by policy",
+  description: "Requests allowed that a shadow limit would have denied, by policy (and proxy route)",
   incremental: true
 })
 
