@@ -241,16 +241,17 @@ const SECTIONS: ReadonlyArray<{ readonly title: string; readonly flags: Readonly
         name: "config",
         value: "FILE",
         env: "WAKUWAKU_CONFIG",
-        help: "read routes and settings from this JSON file (docs/http.md); a flag or its variable\n" +
-          "wins over the file's field of the same setting; the limit flags (--algorithm and its\n" +
-          "flags, --key, --namespace) are refused with it: the file's routes and default hold the limits"
+        help: "read routes and settings from this JSON file (docs/http.md); a flag or\n" +
+          "its variable wins over the file's field of the same setting; the limit flags\n" +
+          "(--algorithm and its flags, --key, --namespace) are refused with it: the\n" +
+          "file's routes and default hold the limits"
       },
       {
         name: "check-config",
         value: "FILE",
         env: "",
-        help: "check FILE as --config reads it (with the other flags and variables), print what\n" +
-          "it holds, and exit: 0 valid, 1 not (as nginx -t)"
+        help: "check FILE as --config reads it (with the other flags and variables),\n" +
+          "print what it holds, and exit: 0 valid, 1 not (as nginx -t)"
       }
     ]
   },
@@ -287,9 +288,10 @@ export const proxyHelp = (): string => {
   return [
     "Usage: wakuwaku proxy [flags]",
     "",
-    "A reverse proxy that rate-limits each client before forwarding to one upstream. Bodies stream both",
-    "ways; hop-by-hop headers are dropped; X-Forwarded-For/-Proto/-Host are set. Its own responses",
-    "(429, and 502/504 when the upstream fails or times out) carry Proxy-Status: wakuwaku; error=…",
+    "A reverse proxy that rate-limits each client before forwarding to its upstream (with --config,",
+    "per route: each its limits, mode and upstream). Bodies stream both ways; hop-by-hop headers are",
+    "dropped; X-Forwarded-For/-Proto/-Host are set. Its own responses (429, and 502/504 when the",
+    "upstream fails or times out) carry Proxy-Status: wakuwaku; error=…",
     "",
     "Every flag can also come from its environment variable (env); a flag wins over its variable,",
     "and both win over the --config file's field of the same setting.",
