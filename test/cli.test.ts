@@ -55,7 +55,8 @@ const FLAGS: ReadonlyArray<readonly [string, string]> = [
   ["admin-host", "WAKUWAKU_ADMIN_HOST"],
   ["drain-delay", "WAKUWAKU_DRAIN_DELAY"],
   ["access-log", "WAKUWAKU_ACCESS_LOG"],
-  ["access-log-query", "WAKUWAKU_ACCESS_LOG_QUERY"]
+  ["access-log-query", "WAKUWAKU_ACCESS_LOG_QUERY"],
+  ["config", "WAKUWAKU_CONFIG"]
 ]
 
 const config = (argv: ReadonlyArray<string>, env: Record<string, string> = {}): Config => {
@@ -74,7 +75,7 @@ const millis = (d: Duration.Duration) => Duration.toMillis(d)
 
 describe("help", () => {
   it("`wakuwaku proxy --help` lists every flag with its variable, on stdout, with exit code 0", async () => {
-    expect([...flagNames]).toEqual([...FLAGS.map(([flag]) => flag), "help"])
+    expect([...flagNames]).toEqual([...FLAGS.map(([flag]) => flag), "check-config", "help"])
     expect([...envNames]).toEqual(FLAGS.map(([, env]) => env))
     const { code, stderr, stdout } = await runCli(["proxy", "--help"])
     expect(code).toBe(0)

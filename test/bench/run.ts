@@ -18,6 +18,7 @@ const PARTS = [
   "semaphore.ts",
   "pipe.ts",
   "proxy.ts",
+  "routes.ts",
   "httpApi.ts",
   "telemetry.ts"
 ] as const
