@@ -16,6 +16,7 @@
  * verdict but its `wouldDeny`, when the enforced ones allowed: not in the fields, the counts, the problem
  * body, nor the denial memory, so that every verdict is what it would be without them.
  */
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Metric from "effect/Metric"
 import * as MetricLabel from "effect/MetricLabel"
@@ -103,6 +104,11 @@ export interface Verdict {
   readonly violated: ReadonlyArray<string>
   /** The shadow limiters that would have denied an allowed request (counted and on the span already). */
   readonly wouldDeny: ReadonlyArray<Limits.WouldDeny>
+  /**
+   * A reserving limit's grant ({@link reserving}, the proxy's delay mode): how long the request waits for its
+   * turn, and what a client gone before it gives back.
+   */
+  readonly granted?: TokenBucket.Granted | undefined
 }
 
 const NONE: ReadonlyArray<Limits.WouldDeny> = []
@@ -361,6 +367,8 @@ interface Asking<A> {
   readonly ask: (key: string, cost: number) => Effect.Effect<A, Redis.RedisError | Redis.InvalidInput, unknown>
   readonly judge: (answer: A, key: string, cost: number, viaFallback: boolean) => Verdict
   readonly deniers: (answer: A) => ReadonlyArray<Unit>
+  /** Remembers a denial of this answer; none: the store asked again ({@link remember}). */
+  readonly remember?: (answer: A, key: string, cost: number) => Effect.Effect<void, never, Redis.Redis>
 }
 
 const one = (u: Unit): Asking<TokenBucket.Admission> => {
@@ -396,6 +404,53 @@ const several = (units: ReadonlyArray<Unit>): Asking<limits.Outcome> => {
       return wouldDeny.length === 0 ? decided : { ...decided, wouldDeny }
     },
     deniers: (outcome) => enforced.filter((_, j) => outcome.admissions[at[j]!]!._tag === "Denied")
+  }
+}
+
+/** A reservation, with when it was asked and when its answer came (the denial memory's two instants). */
+interface Reserved {
+  readonly reservation: TokenBucket.Reservation
+  readonly sentAt: number
+  readonly receivedAt: number
+}
+
+/**
+ * How a reserving limit asks (one token bucket, {@link reserving}): a reservation of up to `maxWait`. Granted,
+ * it is allowed (`r` the whole tokens left, 0 in debt; `t` until the bucket is full again, its debt paid
+ * first) and carries its grant; refused, a 429 whose `Retry-After` is when the same reservation would be
+ * granted, or a 413 for a cost above the capacity. A refusal is remembered as it came: the store repeats it
+ * until then, as it repeats an acquire's denial (./denials.ts), unless a turn ahead is given back.
+ */
+const reserveOne = (u: Unit, maxWait: Duration.Duration): Asking<Reserved> => {
+  const bucket = u.limiter as unknown as TokenBucket.TokenBucket<string>
+  const only = [u] as const
+  return {
+    ask: (key, cost) =>
+      Effect.suspend(() => {
+        const sentAt = denials.now()
+        return Effect.map(
+          bucket.reserve(key, cost, maxWait),
+          (reservation): Reserved => ({ reservation, sentAt, receivedAt: denials.now() })
+        )
+      }),
+    judge: ({ reservation }, _key, cost, viaFallback) => {
+      if (reservation._tag === "Refused") {
+        const { retryAfter } = reservation
+        if (Option.isNone(retryAfter)) return unsplittable(only, cost, viaFallback)
+        return denied(only, [fields.ceilSeconds(retryAfter.value)], viaFallback ? "fallback-denied" : "denied")
+      }
+      // Whole tokens (rounded down): t until the bucket is full again, a debt (a negative level) paid first.
+      const level = Math.floor(reservation.level)
+      const t = u.policy.effectiveWindow({ _tag: "Allowed", remaining: level })
+      return { ...allowed(only, u, Math.max(0, level), t, viaFallback), granted: reservation }
+    },
+    deniers: () => only,
+    remember: ({ receivedAt, reservation, sentAt }, key, cost) =>
+      Effect.sync(() => {
+        if (reservation._tag === "Refused" && Option.isSome(reservation.retryAfter)) {
+          u.memo?.remember(key, cost, Duration.toMillis(reservation.retryAfter.value), sentAt, receivedAt)
+        }
+      })
   }
 }
 
@@ -493,10 +548,12 @@ const decider = <A>(asking: Asking<A>, units: ReadonlyArray<Unit>, context: Shar
   const remembering = units.some((u) => u.memo !== undefined)
   const back = answered(context, names)
   const failedOver = onStoreFailure(asking, units, context, names)
+  const keep = asking.remember ??
+    ((answer: A, key: string, cost: number) => remember(asking.deniers(answer), key, cost))
   const settle = (answer: A, key: string, cost: number) => {
     const decided = asking.judge(answer, key, cost, false)
     return decided.decision === "denied" && remembering
-      ? Effect.as(remember(asking.deniers(answer), key, cost), decided)
+      ? Effect.as(keep(answer, key, cost), decided)
       : reported(decided)
   }
   return (key: string, cost: number): Effect.Effect<Verdict, Redis.InvalidInput, unknown> =>
@@ -549,6 +606,35 @@ const listOf = <LR>(limiter: Listed<LR> | ReadonlyArray<Listed<LR>>): ReadonlyAr
   if (twice !== undefined) throw new TypeError(twice)
   return limiter
 }
+
+/**
+ * @internal A limit that reserves instead of acquiring (the proxy's delay mode, ../proxy/delay.ts): one token
+ * bucket (else a `TypeError`), each request a reservation of up to `maxWait` in one store call, its verdict
+ * carrying the grant. The store-failure policy, the denial memory and the counts are the other limits'.
+ */
+export const reserving = <LR>(options: LimitOptions<LR>, maxWait: Duration.Duration): Limit<LR> => {
+  const context = shared(options)
+  const listed = listOf(options.limiter)
+  const only = listed.length === 1 ? listed[0]! : undefined
+  if (only === undefined || shadow.entryOf(only).shadow || !canReserve(only)) {
+    throw new TypeError(
+      "wakuwaku/http: a request waits its turn (delay) in one token bucket's reservation: the limiter must be " +
+        `one TokenBucket, got ${
+          listed.length === 1 ? fields.describe(shadow.entryOf(only!).limiter).kind : `${listed.length} limiters`
+        }`
+    )
+  }
+  const u = unit(only, context.remember)
+  const limit = limitOf<LR>([u], context)
+  const decide = decider(reserveOne(u, maxWait), [u], context, u.name)
+  return { ...limit, decide: decide as Limit<LR>["decide"] }
+}
+
+/** @internal Whether a limiter reserves turns (`reserve` and `cancel`, as a token bucket does). */
+export const canReserve = (limiter: unknown): boolean =>
+  typeof limiter === "object" && limiter !== null &&
+  typeof (limiter as { readonly reserve?: unknown }).reserve === "function" &&
+  typeof (limiter as { readonly cancel?: unknown }).cancel === "function"
 
 /** @internal Prepares a limit: checks the options (a `TypeError` or `RangeError` now), counters, bodies. */
 export const make = <LR>(options: LimitOptions<LR>): Limit<LR> => {

@@ -8,6 +8,7 @@ import { parseArgs, type ParseArgsConfig } from "node:util"
 import * as Wakuwaku from "../../index.js"
 import { parseText } from "../duration.js"
 import { parseCidr } from "../http/address.js"
+import { canReserve } from "../http/decision.js"
 import * as failure from "../http/failure.js"
 import { validateNamespace } from "../key.js"
 import * as limiterKinds from "../limiter.js"
@@ -35,6 +36,12 @@ export interface Config {
   readonly maxEntries: number
   /** How many names' denials the proxy remembers (0: none). */
   readonly rememberDenials: number
+  /** `enforce`: a request over the rate is refused (429); `delay`: it waits its turn up to `maxWait`. */
+  readonly mode: "enforce" | "delay"
+  /** In delay mode, the longest a request waits for its turn. */
+  readonly maxWait: Duration.Duration
+  /** In delay mode, the most requests the process holds waiting (past it, 503). */
+  readonly maxWaiting: number
 }
 
 /** @internal What the command line asks for. */
@@ -64,6 +71,14 @@ const DEFAULT_ALGORITHM = "token-bucket"
  * its flags), the default first.
  */
 const ALGORITHMS = limiterKinds.algorithmsOf(Wakuwaku, DEFAULT_ALGORITHM)
+
+/** The algorithms whose limiters reserve turns (made with their flags' defaults): those delay mode takes. */
+const RESERVING = ALGORITHMS.filter((algorithm) => {
+  const params = Object.fromEntries(
+    Object.entries<limiterKinds.Flag<unknown>>(algorithm.flags).map(([name, flag]) => [name, flag.parse(flag.default)])
+  )
+  return canReserve(algorithm.make("proxy", params))
+}).map((algorithm) => algorithm.name)
 
 /** `a`, `a or b`, `a, b or c`. */
 const orList = (words: ReadonlyArray<string>): string =>
@@ -173,6 +188,28 @@ const SECTIONS: ReadonlyArray<{ readonly title: string; readonly flags: Readonly
         env: "WAKUWAKU_NAMESPACE",
         default: "proxy",
         help: "the limiter's name in the store and in RateLimit-Policy"
+      },
+      {
+        name: "mode",
+        value: "MODE",
+        env: "WAKUWAKU_MODE",
+        default: "enforce",
+        help: "enforce (over the rate: 429), or delay (over the rate: wait the turn, up to\n" +
+          "--max-wait, then forward; as nginx's burst with delay; token-bucket only)"
+      },
+      {
+        name: "max-wait",
+        value: "DURATION",
+        env: "WAKUWAKU_MAX_WAIT",
+        default: "1s",
+        help: "delay: the longest a request waits for its turn (further: 429)"
+      },
+      {
+        name: "max-waiting",
+        value: "N",
+        env: "WAKUWAKU_MAX_WAITING",
+        default: "1000",
+        help: "delay: the most requests this process holds waiting (past it: 503)"
       }
     ]
   },
@@ -578,6 +615,23 @@ const parseProxy = (argv: ReadonlyArray<string>, env: Readonly<Record<string, st
   const maxEntries = integer(orDefault("max-entries"), 1, Number.MAX_SAFE_INTEGER, "expected a positive whole number")
   const rememberDenials = integer(orDefault("remember-denials"), 0, Number.MAX_SAFE_INTEGER, "expected a whole number")
 
+  // Delay
+  const modeSource = orDefault("mode")
+  const mode = modeSource.value.trim()
+  if (mode !== "enforce" && mode !== "delay") fail(modeSource, "expected enforce or delay")
+  if (mode === "delay" && !canReserve(limiter.make(namespace))) {
+    throw new Invalid(
+      `${modeSource.from} delay: a request waits its turn in a reservation, which the ${limiter.algorithm} algorithm ` +
+        `cannot make; use --algorithm ${orList(RESERVING)}, or --mode enforce`
+    )
+  }
+  for (const flag of ["max-wait", "max-waiting"]) {
+    const source = get(flag)
+    if (mode !== "delay" && source !== undefined) throw new Invalid(`${source.from} applies to --mode delay only`)
+  }
+  const maxWait = positiveDuration(orDefault("max-wait"))
+  const maxWaiting = integer(orDefault("max-waiting"), 1, Number.MAX_SAFE_INTEGER, "expected a positive whole number")
+
   return {
     _tag: "Proxy",
     config: {
@@ -595,7 +649,10 @@ const parseProxy = (argv: ReadonlyArray<string>, env: Readonly<Record<string, st
       storeTimeout,
       onStoreFailure,
       maxEntries,
-      rememberDenials
+      rememberDenials,
+      mode: mode as Config["mode"],
+      maxWait,
+      maxWaiting
     }
   }
 }

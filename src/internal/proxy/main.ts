@@ -49,7 +49,13 @@ const describeLimiter = (config: Config): string => {
     : config.trustedProxies.length > 0
     ? `, trusting X-Forwarded-For from ${config.trustedProxies.join(", ")}`
     : ""
-  return `${policy}, ${who}${trust}`
+  const delay = config.mode === "delay"
+    ? `; over the rate a request waits its turn up to ${
+      Duration.format(config.maxWait)
+    } (at most ${config.maxWaiting} ` +
+      "waiting)"
+    : ""
+  return `${policy}, ${who}${trust}${delay}`
 }
 
 /** @internal The rate limit of a configuration; throws on options the structures reject. */
@@ -61,7 +67,8 @@ export const rateLimitOf = (config: Config) => {
     config.onStoreFailure,
     () => RateLimit.fallback({ maxEntries: config.maxEntries })
   )
-  return { limiter, key, onStoreFailure, rememberDenials: config.rememberDenials }
+  const delay = config.mode === "delay" ? { maxWait: config.maxWait } : undefined
+  return { limiter, key, onStoreFailure, rememberDenials: config.rememberDenials, delay }
 }
 
 /** How each of a table's options is made from the configuration. */
@@ -78,6 +85,7 @@ const LAYER_OPTIONS: FromConfig<Omit<Proxy.LayerOptions<never>, "upstream" | "ra
   port: (config) => config.port,
   host: (config) => config.host,
   shutdownTimeout: (config) => config.shutdownTimeout,
+  maxWaiting: (config) => config.maxWaiting,
   // No flag: the layer's defaults.
   maxHeaderLines: () => undefined,
   requestTimeout: () => undefined

@@ -28,6 +28,7 @@ import * as clientIp from "../http/clientIp.js"
 import * as decision from "../http/decision.js"
 import { appendItem } from "../http/fields.js"
 import * as render from "../http/render.js"
+import * as delay from "./delay.js"
 import * as dispatch from "./dispatch.js"
 import * as ProxyModule from "./errors.js"
 import * as exchange from "./exchange.js"
@@ -204,6 +205,8 @@ export interface HandlerOptions<LR> {
   /** undici's pool to the upstream (the hot path), node:http's agents for what undici will not send. */
   readonly agents: { readonly pool: Pool; readonly http: Http.Agent; readonly https: Https.Agent }
   readonly limit: decision.Limit<LR> | undefined
+  /** Delay mode (./delay.ts): then `limit` is its reserving limit. */
+  readonly delay?: delay.Delay<LR> | undefined
   readonly key: Proxy.Key
   readonly maxHeaderLines: number
   readonly runtime: Runtime.Runtime<LR>
@@ -219,6 +222,7 @@ interface Handling<LR> {
   readonly agent: Http.Agent | Https.Agent
   readonly pool: Pool
   readonly limit: decision.Limit<LR> | undefined
+  readonly delay: delay.Delay<LR> | undefined
   /** The limit's `RateLimit-Policy`, if there is a limit. */
   readonly policyField: string | undefined
   readonly key: Proxy.Key
@@ -237,6 +241,7 @@ const handling = <LR>(options: HandlerOptions<LR>): Handling<LR> => {
     agent: upstream.protocol === "https:" ? options.agents.https : options.agents.http,
     pool: options.agents.pool,
     limit,
+    delay: options.delay,
     policyField: limit?.policy.field,
     key,
     maxHeaderLines,
@@ -447,6 +452,42 @@ const limited = <LR>(
   })
 }
 
+/**
+ * Delay mode (./delay.ts): keys the request, refuses a remembered denial at once, else reserves its turn and
+ * forwards it when the turn comes (or refuses it: 429, 413, or 503 past the bound of waiting requests). A
+ * client whose connection closes while it waits interrupts its fiber, which gives the turn back.
+ */
+const delayed = <LR>(
+  h: Handling<LR>,
+  d: delay.Delay<LR>,
+  request: Http.IncomingMessage,
+  response: Http.ServerResponse,
+  path: string
+): void => {
+  const headers = request.headers as Readonly<Record<string, string | undefined>>
+  const name = h.key({ remoteAddress: request.socket.remoteAddress, headers })
+  const remembered = d.limit.recall(name, 1)
+  if (remembered !== undefined) return refuse(h, request, response, remembered)
+  let settled = false
+  let gone = false
+  const cancel = h.runCallback(d.decide(name, 1), {
+    onExit: (exit) => {
+      settled = true
+      if (gone || response.destroyed) return
+      if (Exit.isFailure(exit)) return undecided(h, request, response, exit.cause)
+      const outcome = exit.value
+      if (outcome._tag === "Full") return answer(request, response, 503, d.full.headers(), d.full.body)
+      const verdict = outcome.verdict
+      return verdict.pass ? forward(h, request, response, path, verdict) : refuse(h, request, response, verdict)
+    }
+  })
+  if (settled) return
+  response.once("close", () => {
+    gone = true
+    if (!settled) cancel()
+  })
+}
+
 /** Handles one request: refuses what cannot be forwarded, then forwards it, through the limit if there is one. */
 const handle = <LR>(h: Handling<LR>, request: Http.IncomingMessage, response: Http.ServerResponse): void => {
   if (tooManyLines(request, h.maxHeaderLines)) return refuseLines(request, response, h.maxHeaderLines)
@@ -455,6 +496,7 @@ const handle = <LR>(h: Handling<LR>, request: Http.IncomingMessage, response: Ht
   if (path === undefined) {
     return plain(request, response, 400, "http_request_error", "400 the request target cannot be forwarded\n")
   }
+  if (h.delay !== undefined) return delayed(h, h.delay, request, response, path)
   if (h.limit === undefined) return forward(h, request, response, path, undefined)
   limited(h, h.limit, request, response, path)
 }
@@ -512,7 +554,11 @@ export const layer = <LR>(options: Proxy.LayerOptions<LR>): Layer.Layer<Proxy.Se
     2 ** 31 - 1
   )
   const rateLimit = options.rateLimit
-  const limit = rateLimit === undefined ? undefined : decision.make(rateLimit)
+  const waiting = new delay.Waiting(delay.validMaxWaiting(options.maxWaiting ?? delay.MAX_WAITING))
+  const delayed = rateLimit?.delay === undefined
+    ? undefined
+    : delay.make(rateLimit, positive(rateLimit.delay.maxWait, "delay.maxWait"), waiting)
+  const limit = rateLimit === undefined ? undefined : delayed?.limit ?? decision.make(rateLimit)
   const key = rateLimit?.key ?? clientIp.resolver({ trustedProxies: options.trustedProxies })
   return Layer.scoped(
     ProxyModule.Server,
@@ -536,7 +582,7 @@ export const layer = <LR>(options: Proxy.LayerOptions<LR>): Layer.Layer<Proxy.Se
       const server = Http.createServer(
         // Node checks its request timeouts every connectionsCheckingInterval (30 s by default).
         { requestTimeout, connectionsCheckingInterval: Math.max(10, Math.min(30_000, Math.ceil(requestTimeout / 4))) },
-        handler({ forwarding, agents, limit, key, maxHeaderLines, runtime, closing: () => closing })
+        handler({ forwarding, agents, limit, delay: delayed, key, maxHeaderLines, runtime, closing: () => closing })
       )
       configure(server)
       // Decided before the body is invited: `100 Continue` only once the limit lets the request through.
@@ -544,7 +590,7 @@ export const layer = <LR>(options: Proxy.LayerOptions<LR>): Layer.Layer<Proxy.Se
       const address = yield* listen(server, options)
       // Added after the listener, so it runs first on shutdown: responses while draining close their connections.
       yield* Effect.addFinalizer(() => Effect.sync(() => (closing = true)))
-      return { address, denials: () => limit?.denials?.size ?? 0 }
+      return { address, denials: () => limit?.denials?.size ?? 0, waiting: () => waiting.count }
     })
   )
 }
