@@ -407,6 +407,98 @@ export interface DelayOptions {
 }
 
 /**
+ * What a {@link Route} matches: every field given must match, and a field not given matches anything.
+ *
+ * The path matched is the path as an upstream may read it, so that spelling it another way does not dodge
+ * the route: its dot segments removed (as it is forwarded), every `%XX` decoded (`/%6cogin` is `/login`, an
+ * encoded slash is a slash), `\` read as `/`, empty segments dropped (`//login`), each segment's
+ * `;parameters` dropped (`/login;jsessionid=1`), lowercase (`/LOGIN`) and without a trailing slash
+ * (`/login/`). A pattern is read the same way; the query is never matched.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export interface RouteMatch {
+  /** Methods, such as `["POST"]`; a list with `GET` takes `HEAD` too. Default: any. */
+  readonly methods?: ReadonlyArray<string> | undefined
+  /**
+   * The `Host` header without its port, case aside: a name (`api.example.com`), or every name below one
+   * (`*.example.com`). Default: any.
+   */
+  readonly host?: string | undefined
+  /** A path, exactly; a segment that is `*` matches any one segment (`/users/*`). Not with `prefix`. */
+  readonly path?: string | undefined
+  /**
+   * A path and every path below it, segment by segment (`/api` matches `/api` and `/api/users`, not
+   * `/apix`); a segment that is `*` matches any one segment. Not with `path`.
+   */
+  readonly prefix?: string | undefined
+}
+
+/**
+ * One limit of a {@link Route}: a limiter, how requests are keyed for it, and what a request costs it. A
+ * route's limits are decided as one, all or nothing, in one store call.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export interface RouteLimit<LR> {
+  /** The limiter; its namespace names the policy in `RateLimit-Policy`. */
+  readonly limiter: RateLimit.Limiter<LR>
+  /** How requests are keyed for it. Default the client's IP, believing `X-Forwarded-For` from `trustedProxies`. */
+  readonly key?: Key | undefined
+  /** What a request costs it: a positive safe integer. Default 1. */
+  readonly cost?: number | undefined
+  /**
+   * A shadow limit: decided and spent with the others in the same store call, never denying; what it would
+   * deny is counted (`wakuwaku_shadow_would_deny`, with the route's name) and logged. Default false.
+   */
+  readonly shadow?: boolean | undefined
+}
+
+/**
+ * How a {@link Route} applies its limits.
+ *
+ * - `enforce`: a request any of its (enforced) limits denies is refused (429), with the IETF fields.
+ * - `shadow`: every limit is decided and spent, and nothing is denied: a would-be denial is counted and
+ *   logged with the route, the limit and its retry-after, and the response carries no rate-limit field.
+ * - `delay`: a request over the rate waits its turn, up to `maxWait`.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export type RouteMode = "enforce" | "shadow" | "delay"
+
+/**
+ * A route of {@link layer}: the requests it matches, its limits, how it applies them, and optionally an
+ * upstream and a timeout of its own. Routes are tried in order, and the first that matches takes the
+ * request; a request that matches none takes the default route (`upstream`, `timeout` and `rateLimit` of
+ * {@link LayerOptions}). A route with no limits forwards every request it takes, as a health check needs.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export interface Route<LR> {
+  /** Its name (1 to 64 letters, digits, `_`, `.` or `-`), in logs and metrics. */
+  readonly name: string
+  /**
+   * What it matches. None: every request; only the last route may have none, and it is then the default route
+   * (named `default`, or another name), with no `rateLimit` beside it.
+   */
+  readonly match?: RouteMatch | undefined
+  /** Its limits, decided as one; none: every request passes. */
+  readonly limits?: ReadonlyArray<RouteLimit<LR>> | undefined
+  /** Default `enforce`. */
+  readonly mode?: RouteMode | undefined
+  /** Under `delay`, the longest a request may wait for its turn. */
+  readonly maxWait?: Duration.DurationInput | undefined
+  /** Its upstream; default {@link LayerOptions}' `upstream`. */
+  readonly upstream?: string | URL | undefined
+  /** Its upstream's timeout; default {@link LayerOptions}' `timeout`. */
+  readonly timeout?: Duration.DurationInput | undefined
+}
+
+/**
  * Options of {@link layer}: the forwarding ({@link Options}), the server ({@link ServeOptions}) and an
  * optional rate limit.
  *
@@ -414,8 +506,29 @@ export interface DelayOptions {
  * @category models
  */
 export interface LayerOptions<LR> extends Options, ServeOptions {
-  /** The rate limit in front of the upstream; none: every request is forwarded. */
+  /** The rate limit in front of the upstream (of the default route, when there are routes); none: no limit. */
   readonly rateLimit?: RateLimitOptions<LR> | undefined
+  /**
+   * Routes, tried in order before the default route (see {@link Route}). Default none: every request takes the
+   * default route.
+   *
+   * @since 0.2.0
+   */
+  readonly routes?: ReadonlyArray<Route<LR>> | undefined
+  /**
+   * The store-failure policy of the routes' limits. Default `rateLimit`'s; a route with limits needs one of
+   * the two.
+   *
+   * @since 0.2.0
+   */
+  readonly onStoreFailure?: RateLimit.OnStoreFailure | undefined
+  /**
+   * The denial memory of the routes' limits: how many names' denials each limit remembers (see
+   * `RateLimit.Options`). Default `rateLimit`'s, else 0: none.
+   *
+   * @since 0.2.0
+   */
+  readonly rememberDenials?: number | undefined
   /** The most header lines a request may have; past it, 431. Default 100 (Apache's `LimitRequestFields`). */
   readonly maxHeaderLines?: number | undefined
   /** How long a client has to send a whole request (head and body); past it, 408. Default 300 seconds. */

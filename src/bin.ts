@@ -21,7 +21,8 @@ switch (command._tag) {
     process.exitCode = command.code
     break
   }
-  case "Proxy": {
+  case "Proxy":
+  case "Check": {
     let main: typeof import("./internal/proxy/main.js")
     try {
       main = await import("./internal/proxy/main.js")
@@ -36,6 +37,7 @@ switch (command._tag) {
       process.exitCode = 1
       break
     }
-    main.run(command.config)
+    if (command._tag === "Check") main.check(command.config, command.text)
+    else main.run(command.config)
   }
 }

@@ -359,6 +359,34 @@ describe("Limits on a Redis Cluster", () => {
   )
 })
 
+describe("Limits on a Redis Cluster: one cost per limiter", () => {
+  plain.effect(
+    "keys in several slots: each group spends its limiters' own costs, and a refund gives each its own back",
+    () =>
+      Effect.gen(function*() {
+        const bucket = TokenBucket.make<string>(freshNamespace(), 1, Rate.make(1, "1000 seconds"))
+        const window = FixedWindow.make<string>(freshNamespace(), 5, "1 hour")
+        const other = TokenBucket.make<string>(freshNamespace(), 9, Rate.make(1, "1000 seconds"))
+        let name = "n0"
+        for (let i = 0; new Set([bucket, window, other].map((l) => keySlot(keyOf(l, name)))).size < 3; i++) {
+          name = `n${i}`
+        }
+        const store = yield* counting
+        const run = Effect.map(limits.acquire(group(bucket, window, other), name, [1, 2, 3]), plainOutcome).pipe(
+          Effect.provide(store.layer)
+        )
+        expect(yield* run).toEqual({ allowed: true, admissions: [["Allowed", 0], ["Allowed", 3], ["Allowed", 6]] })
+        store.calls.length = 0
+        const denied = yield* run
+        expect(denied.allowed).toBe(false)
+        expect(denied.admissions[0]![0]).toBe("Denied")
+        expect(denied.admissions.slice(1)).toEqual([["Allowed", 3], ["Allowed", 6]])
+        expect(store.calls.filter((call) => call === "Limits.refund").length).toBe(2)
+        expect([yield* bucket.peek(name), yield* window.peek(name), yield* other.peek(name)]).toEqual([0, 3, 6])
+      }).pipe(Effect.provide(ClusterLive))
+  )
+})
+
 describe("Limits on a Redis Cluster: a sliding window among them", () => {
   plain.effect(
     "keys in several slots: the sliding window's spent entry is refunded when another group denies",
@@ -545,6 +573,42 @@ forEachBackend("Limits.acquire: several limiters, all or nothing", (it) => {
       expect(bad).toEqual(
         new Redis.InvalidInput({
           operation: `TokenBucket(${bucket.namespace}) + FixedWindow(${window.namespace}).check`,
+          argument: "cost",
+          message: "cost must be a non-negative safe integer, got -1"
+        })
+      )
+    }))
+
+  it.effect("one name and one cost per limiter: each keyed and spent its own way, still all or nothing", () =>
+    Effect.gen(function*() {
+      const bucket = TokenBucket.make<string>(freshNamespace(), 10, Rate.make(1, "1000 seconds"))
+      const window = FixedWindow.make<string>(freshNamespace(), 3, "1 hour")
+      const run = (names: ReadonlyArray<string>, costs: ReadonlyArray<number>) =>
+        Effect.map(limits.acquire(group(bucket, window), names, costs), plainOutcome)
+      expect(yield* run(["a", "k"], [4, 1])).toEqual({ allowed: true, admissions: [["Allowed", 6], ["Allowed", 2]] })
+      expect(yield* run(["b", "k"], [4, 1])).toEqual({ allowed: true, admissions: [["Allowed", 6], ["Allowed", 1]] })
+      // The window of "k" holds 1: a cost of 2 there is denied, and the bucket of "a" is not spent.
+      const denied = yield* run(["a", "k"], [4, 2])
+      expect(denied.allowed).toBe(false)
+      expect(denied.admissions[0]).toEqual(["Allowed", 6])
+      expect(denied.admissions[1]![0]).toBe("Denied")
+      expect([yield* bucket.peek("a"), yield* bucket.peek("b"), yield* window.peek("k")]).toEqual([6, 6, 1])
+      // Equal costs travel as one; check takes names and costs the same way.
+      expect(yield* run(["a", "k"], [1, 1])).toEqual({ allowed: true, admissions: [["Allowed", 5], ["Allowed", 0]] })
+      const [bucketWait, windowWait] = yield* limits.check(group(bucket, window), ["a", "k"], [6, 1])
+      expect(bucketWait).toBeGreaterThan(990_000)
+      expect(windowWait).toBeGreaterThan(0)
+      expect(yield* limits.check(group(bucket, window), ["a", "x"], [5, 3])).toEqual([0, 0])
+      const operation = `TokenBucket(${bucket.namespace}) + FixedWindow(${window.namespace}).acquire`
+      expect(yield* Effect.flip(limits.acquire(group(bucket, window), ["a"], 1))).toEqual(
+        new Redis.InvalidInput({ operation, argument: "name", message: "one name per limiter expected (2), got 1" })
+      )
+      expect(yield* Effect.flip(limits.acquire(group(bucket, window), "a", [1]))).toEqual(
+        new Redis.InvalidInput({ operation, argument: "cost", message: "one cost per limiter expected (2), got 1" })
+      )
+      expect(yield* Effect.flip(limits.acquire(group(bucket, window), "a", [1, -1]))).toEqual(
+        new Redis.InvalidInput({
+          operation,
           argument: "cost",
           message: "cost must be a non-negative safe integer, got -1"
         })

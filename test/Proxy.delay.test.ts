@@ -9,7 +9,7 @@
  * at t0, the first grant, which comes after the `TIME` read before sending: no request may reach the upstream
  * before that, on any process, and each may arrive later (the reply's way back, its timer, the forwarding).
  */
-import { Context, Duration, Effect, Exit, Layer, Logger, LogLevel, Scope } from "effect"
+import { Context, Duration, Effect, Either, Exit, Layer, Logger, LogLevel, Scope } from "effect"
 import { Redis as IORedis } from "ioredis"
 import * as Http from "node:http"
 import { performance } from "node:perf_hooks"
@@ -18,6 +18,7 @@ import { FixedWindow, Rate, Redis, TokenBucket } from "wakuwaku"
 import * as Proxy from "wakuwaku/Proxy"
 import { RedisServer } from "wakuwaku/testing"
 import { parse } from "../src/internal/proxy/cli.js"
+import * as configFile from "../src/internal/proxy/config.js"
 import { CANCEL, RESERVE } from "../src/internal/tokenBucket.js"
 import { cleanEnv, type Reply, request, startProxy, upstream, valueOf } from "./support/proxy.js"
 
@@ -268,6 +269,65 @@ describe("delay mode (Proxy.layer)", () => {
   })
 })
 
+describe("a route in delay mode (Proxy.layer routes)", () => {
+  it("waits its turn on its own route's bucket; other routes are not delayed; maxWait is required", async () => {
+    const up = await timedUpstream()
+    const bucket = TokenBucket.make<string>("api", 1, Rate.make(1, "100 millis"))
+    const server = await serveLayer({
+      upstream: up.url,
+      onStoreFailure: "fail-closed",
+      routes: [{
+        name: "api",
+        match: { prefix: "/api" },
+        limits: [{ limiter: bucket, key: byHeader, cost: 1 }],
+        mode: "delay",
+        maxWait: "1 second"
+      }]
+    })
+    const port = server.address.port
+    const before = await serverNow()
+    const replies = await Promise.all([
+      request(port, { path: "/api/a", headers: { "x-k": "r" } }),
+      request(port, { path: "/api/b", headers: { "x-k": "r" } })
+    ])
+    expect(replies.map((r) => r.status)).toEqual([200, 200])
+    const arrivals = [...up.arrivals].sort((a, b) => a - b)
+    expect(arrivals[1]!).toBeGreaterThanOrEqual(before + 100 - 1)
+    expect((await request(port, { path: "/other" })).status).toBe(200)
+    expect(() =>
+      Proxy.layer({
+        upstream: up.url,
+        port: 0,
+        onStoreFailure: "fail-closed",
+        routes: [{ name: "api", match: { prefix: "/api" }, limits: [{ limiter: bucket }], mode: "delay" }]
+      })
+    ).toThrow("wakuwaku/Proxy: routes[0].mode \"delay\" needs maxWait: the longest a request waits its turn")
+  })
+
+  it("the configuration file: delay takes one limit of an algorithm that reserves, and no shadow limit", () => {
+    const file = (route: object) => JSON.stringify({ upstream: "http://127.0.0.1:3000", routes: [route] })
+    const route = { name: "api", match: { prefix: "/api" }, mode: "delay", maxWait: "1s" }
+    const bucket = { name: "b", algorithm: "token-bucket", capacity: 5, refill: "5/1s" }
+    expect(configFile.decode(file({ ...route, limits: [bucket] }))._tag).toBe("Right")
+    expect(
+      configFile.decode(file({ ...route, limits: [{ name: "w", algorithm: "fixed-window", limit: 5, window: "1m" }] }))
+    )
+      .toEqual(Either.left([
+        "routes[0].limits[0].algorithm: delay waits each request's turn in a reservation, which \"fixed-window\" " +
+        "cannot make: expected token-bucket"
+      ]))
+    expect(configFile.decode(file({ ...route, limits: [bucket, { ...bucket, name: "c" }] }))).toEqual(Either.left([
+      "routes[0].limits: delay waits each request's turn in one limit: expected one limit, got 2"
+    ]))
+    expect(configFile.decode(file({ ...route, limits: [bucket], shadow: [{ ...bucket, name: "c" }] }))).toEqual(
+      Either.left(["routes[0].shadow: delay takes no shadow limits (a reservation is one limit's)"])
+    )
+    expect(configFile.decode(JSON.stringify({ maxWaiting: 0 }))).toEqual(
+      Either.left(["maxWaiting: expected a positive whole number, got 0"])
+    )
+  })
+})
+
 describe("wakuwaku proxy --mode delay (flags)", () => {
   const base = ["proxy", "--upstream", "http://127.0.0.1:3000"]
 
@@ -275,11 +335,11 @@ describe("wakuwaku proxy --mode delay (flags)", () => {
     const command = parse([...base, "--mode", "delay", "--max-wait", "2s", "--max-waiting", "50"], {})
     expect(command._tag).toBe("Proxy")
     if (command._tag !== "Proxy") return
-    expect(command.config.mode).toBe("delay")
-    expect(Duration.toMillis(command.config.maxWait)).toBe(2000)
+    expect(command.config.defaultRoute.mode).toBe("delay")
+    expect(Duration.toMillis(command.config.defaultRoute.maxWait!)).toBe(2000)
     expect(command.config.maxWaiting).toBe(50)
     const defaults = parse(base, {})
-    expect(defaults._tag === "Proxy" && defaults.config.mode).toBe("enforce")
+    expect(defaults._tag === "Proxy" && defaults.config.defaultRoute.mode).toBe("enforce")
   })
 
   it.each([

@@ -53,7 +53,8 @@ const FLAGS: ReadonlyArray<readonly [string, string]> = [
   ["store-timeout", "WAKUWAKU_STORE_TIMEOUT"],
   ["on-store-failure", "WAKUWAKU_ON_STORE_FAILURE"],
   ["max-entries", "WAKUWAKU_MAX_ENTRIES"],
-  ["remember-denials", "WAKUWAKU_REMEMBER_DENIALS"]
+  ["remember-denials", "WAKUWAKU_REMEMBER_DENIALS"],
+  ["config", "WAKUWAKU_CONFIG"]
 ]
 
 const config = (argv: ReadonlyArray<string>, env: Record<string, string> = {}): Config => {
@@ -72,7 +73,7 @@ const millis = (d: Duration.Duration) => Duration.toMillis(d)
 
 describe("help", () => {
   it("`wakuwaku proxy --help` lists every flag with its variable, on stdout, with exit code 0", async () => {
-    expect([...flagNames]).toEqual([...FLAGS.map(([flag]) => flag), "help"])
+    expect([...flagNames]).toEqual([...FLAGS.map(([flag]) => flag), "check-config", "help"])
     expect([...envNames]).toEqual(FLAGS.map(([, env]) => env))
     const { code, stderr, stdout } = await runCli(["proxy", "--help"])
     expect(code).toBe(0)

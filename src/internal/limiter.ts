@@ -188,6 +188,8 @@ export interface Flag<A> {
   readonly expected: string
   /** The value, or undefined when the text is not one. */
   readonly parse: (text: string) => A | undefined
+  /** What a configuration file (JSON) writes it as: a number (`integer`), or text as the flag takes it (default). */
+  readonly json?: "integer" | "string" | undefined
 }
 
 /**
@@ -265,6 +267,6 @@ const positiveDuration = (text: string): Duration.Duration | undefined => {
 
 /** @internal The value languages algorithms' flags share: a positive whole number, a positive duration. */
 export const values = {
-  count: { expected: "expected a positive whole number", parse: positiveCount },
+  count: { expected: "expected a positive whole number", parse: positiveCount, json: "integer" },
   duration: { expected: "expected a positive duration such as 500ms, 30s or 2m", parse: positiveDuration }
 } as const

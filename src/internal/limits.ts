@@ -1,6 +1,7 @@
 /**
  * @internal Several limiters decided as one, all or nothing: a request that any of them denies spends from
- * none. Token buckets and fixed windows mix freely; every one is asked for the same name and cost.
+ * none. Token buckets and fixed windows mix freely; each is asked for a name and a cost, the same for every
+ * one (`Limits.acquire`) or one per limiter (a proxy route's limits, keyed and costed each its own way).
  *
  * - **One script** (`Limits.acquire`, see {@link scripts}) reads `TIME` once, checks every limiter with the
  *   condition of its own acquire, and then either takes from every one (by its own acquire) or from none.
@@ -89,6 +90,21 @@ const familyOf = (letter: string): Family => {
   return family
 }
 
+/**
+ * The costs of ARGV[1]: one (every limiter's) or one per limiter, comma-separated; `cost(i)` is the i-th
+ * limiter's.
+ */
+const COSTS = `local costs = {}
+for c in string.gmatch(ARGV[1], '[^,]+') do costs[#costs + 1] = tonumber(c) end
+local function cost(i) return costs[i] or costs[1] end
+`
+
+/** The twin of {@link COSTS}: the i-th limiter's cost of ARGV[1] (0-based here). */
+const costsOf = (units: string): (i: number) => number => {
+  const costs = units.split(",").map(Number)
+  return (i) => costs[i] ?? costs[0]!
+}
+
 /** The families' blocks, after one `TIME`. */
 const prelude = () =>
   `${NOW_US}local families = {}
@@ -117,8 +133,11 @@ let made: Scripts | undefined
  * @internal The group's two scripts, made (and registered) the first time they are asked for, from the
  * families registered by then (the structures' modules register theirs when they load).
  *
+ * Each script's ARGV[1] is the cost in whole units: one for every limiter, or one per limiter,
+ * comma-separated (`1,10`).
+ *
  * - `Limits.acquire` decides several limiters as one: takes `cost` from every one if every enforced one
- *   allows it, else from none. KEYS one per limiter; ARGV[1] the cost (whole units), then one spec per
+ *   allows it, else from none. KEYS one per limiter; ARGV[1] the cost(s), then one spec per
  *   limiter (its family's letter, a space, or `?` for a shadow limiter, whose denial denies nothing; its
  *   parameters). Returns {all, then per limiter allowed, ms, remaining, start}: all 1 when every enforced
  *   one allowed and each that allowed was spent from (its own acquire's reply; a shadow one that denies
@@ -128,10 +147,10 @@ let made: Scripts | undefined
  *   allowed 1, ms 0, remaining what it holds now. An allowed window's ms is when it ends (its own acquire's
  *   reply). start: the window spent from (µs), 0 for a bucket.
  * - `Limits.refund` gives `cost` back to limiters that `Limits.acquire` spent from (the allowed groups of
- *   a decision another slot's group denied). KEYS one per limiter; ARGV[1] the cost, then per limiter its
+ *   a decision another slot's group denied). KEYS one per limiter; ARGV[1] the cost(s), then per limiter its
  *   spec and the start `Limits.acquire` replied. Returns the number of limiters.
  * - `Limits.check` asks, writing nothing, when each limiter's own acquire would allow `cost`. KEYS one per
- *   limiter; ARGV[1] the cost, then one spec per limiter. Returns per limiter 0 (now), the ms until then, or
+ *   limiter; ARGV[1] the cost(s), then one spec per limiter. Returns per limiter 0 (now), the ms until then, or
  *   -1 (never: the cost is above its quota).
  */
 export const scripts = (): Scripts => {
@@ -140,13 +159,12 @@ export const scripts = (): Scripts => {
     name: "Limits.acquire",
     keys: 1,
     shared: 1,
-    lua: `${prelude()}local cost = tonumber(ARGV[1])
-local found, all = {}, 1
+    lua: `${prelude()}${COSTS}local found, all = {}, 1
 for i = 1, #KEYS do
   local spec = ARGV[i + 1]
   local family = families[string.sub(spec, 1, 1)]
   local params = family.parse(string.sub(spec, 3))
-  local ok = family.wait(KEYS[i], params, cost) == 0
+  local ok = family.wait(KEYS[i], params, cost(i)) == 0
   found[i] = {family, params, ok}
   if not ok and string.sub(spec, 2, 2) ~= '?' then all = 0 end
 end
@@ -155,7 +173,7 @@ for i = 1, #KEYS do
   local family, params, ok = found[i][1], found[i][2], found[i][3]
   local allowed, ms, remaining
   if all == 1 or not ok then
-    allowed, ms, remaining = family.take(KEYS[i], params, cost)
+    allowed, ms, remaining = family.take(KEYS[i], params, cost(i))
   else
     allowed, ms, remaining = 1, 0, family.left(KEYS[i], params)
   end
@@ -167,18 +185,18 @@ end
 return reply
 `,
     twin: (db, keys, argv) => {
-      const cost = Number(argv[0])
+      const cost = costsOf(argv[0]!)
       const found = keys.map((key, i) => {
         const spec = argv[i + 1]!
         const { family, params } = parseSpec(spec)
-        return { family, params, ok: family.twin.wait(db, key, params, cost) === 0, shadow: spec[1] === SHADOW }
+        return { family, params, ok: family.twin.wait(db, key, params, cost(i)) === 0, shadow: spec[1] === SHADOW }
       })
       const all = found.every((f) => f.ok || f.shadow) ? 1 : 0
       const reply: Array<number> = [all]
       found.forEach(({ family, ok, params }, i) => {
         const key = keys[i]!
         const item = all === 1 || !ok
-          ? family.twin.take(db, key, params, cost)
+          ? family.twin.take(db, key, params, cost(i))
           : [1, 0, family.twin.left(db, key, params)]
         reply.push(...item, family.twin.start(db, params))
       })
@@ -190,19 +208,18 @@ return reply
     name: "Limits.refund",
     keys: 1,
     shared: 1,
-    lua: `${prelude()}local cost = tonumber(ARGV[1])
-for i = 1, #KEYS do
+    lua: `${prelude()}${COSTS}for i = 1, #KEYS do
   local spec = ARGV[2 * i]
   local family = families[string.sub(spec, 1, 1)]
-  family.refund(KEYS[i], family.parse(string.sub(spec, 3)), cost, tonumber(ARGV[2 * i + 1]))
+  family.refund(KEYS[i], family.parse(string.sub(spec, 3)), cost(i), tonumber(ARGV[2 * i + 1]))
 end
 return #KEYS
 `,
     twin: (db, keys, argv) => {
-      const cost = Number(argv[0])
+      const cost = costsOf(argv[0]!)
       keys.forEach((key, i) => {
         const { family, params } = parseSpec(argv[2 * i + 1]!)
-        family.twin.refund(db, key, params, cost, Number(argv[2 * i + 2]))
+        family.twin.refund(db, key, params, cost(i), Number(argv[2 * i + 2]))
       })
       return keys.length
     },
@@ -213,20 +230,19 @@ return #KEYS
     keys: 1,
     shared: 1,
     readOnly: true,
-    lua: `${prelude()}local cost = tonumber(ARGV[1])
-local reply = {}
+    lua: `${prelude()}${COSTS}local reply = {}
 for i = 1, #KEYS do
   local spec = ARGV[i + 1]
   local family = families[string.sub(spec, 1, 1)]
-  reply[i] = family.wait(KEYS[i], family.parse(string.sub(spec, 3)), cost)
+  reply[i] = family.wait(KEYS[i], family.parse(string.sub(spec, 3)), cost(i))
 end
 return reply
 `,
     twin: (db, keys, argv) => {
-      const cost = Number(argv[0])
+      const cost = costsOf(argv[0]!)
       return keys.map((key, i) => {
         const { family, params } = parseSpec(argv[i + 1]!)
-        return family.twin.wait(db, key, params, cost)
+        return family.twin.wait(db, key, params, cost(i))
       })
     },
     decode: (reply) =>
@@ -307,44 +323,75 @@ export const checkGroup = (limiters: ReadonlyArray<AnyLimiter>): string | undefi
   return undefined
 }
 
-/** A call on a group of limiters: their keys and specs, and the cost as ARGV takes it. */
+/** A call on a group of limiters: their keys and specs, and the cost(s) as ARGV takes them. */
 interface Call {
   readonly keys: ReadonlyArray<string>
   readonly specs: ReadonlyArray<string>
+  /** One cost for every limiter, or one per limiter, comma-separated (see {@link scripts}). */
   readonly units: string
+  /** Each limiter's cost. */
+  readonly costs: (i: number) => number
+}
+
+/** @internal A name for every limiter, or one per limiter (in their order). */
+export type Names = string | ReadonlyArray<string>
+
+/** @internal A cost for every limiter, or one per limiter (in their order). */
+export type Costs = number | ReadonlyArray<number>
+
+/** The i-th of `each` (one per limiter) or `each` itself (the same for every one). */
+const nth = <A>(each: A | ReadonlyArray<A>, i: number): A => (Array.isArray(each) ? each[i] as A : each as A)
+
+/** The costs as ARGV[1] takes them, or why they are not costs (one per limiter, each a non-negative safe integer). */
+const unitsOf = (costs: Costs, count: number): string | { readonly wrong: string } => {
+  if (!Array.isArray(costs)) {
+    const wrong = notCount("cost", costs, 0)
+    return wrong === undefined ? String(costs) : { wrong }
+  }
+  const each = costs as ReadonlyArray<number>
+  if (each.length !== count) return { wrong: `one cost per limiter expected (${count}), got ${each.length}` }
+  for (const cost of each) {
+    const wrong = notCount("cost", cost, 0)
+    if (wrong !== undefined) return { wrong }
+  }
+  return each.every((cost) => cost === each[0]) ? String(each[0]) : each.join(",")
 }
 
 /**
- * Runs `f` on the call of `limiters` for `cost` on `name`, once the cost (a non-negative safe integer) and the
- * name are checked (else `InvalidInput` of `verb`, before anything is sent) and the right to write every
- * limiter's entity is.
+ * Runs `f` on the call of `limiters` for `costs` on `names` (each the same for every limiter, or one per
+ * limiter), once the costs (non-negative safe integers) and the names are checked (else `InvalidInput` of
+ * `verb`, before anything is sent) and the right to write every limiter's entity is.
  */
 const withCall = <A>(
   limiters: ReadonlyArray<AnyLimiter>,
-  name: string,
-  cost: number,
+  names: Names,
+  costs: Costs,
   verb: string,
   f: (redis: Redis.Service, call: Call) => Effect.Effect<A, Redis.RedisError>,
   shadows?: ReadonlyArray<boolean>
 ): Effect.Effect<A, Redis.RedisError | Redis.InvalidInput, Redis.Redis> => {
-  const wrong = notCount("cost", cost, 0)
-  if (wrong !== undefined) {
+  const units = unitsOf(costs, limiters.length)
+  const operation = () => `${limiters.map((l) => l.label).join(" + ")}.${verb}`
+  if (typeof units !== "string") {
+    return Effect.fail(new Redis.InvalidInput({ operation: operation(), argument: "cost", message: units.wrong }))
+  }
+  if (Array.isArray(names) && names.length !== limiters.length) {
     return Effect.fail(
       new Redis.InvalidInput({
-        operation: `${limiters.map((l) => l.label).join(" + ")}.${verb}`,
-        argument: "cost",
-        message: wrong
+        operation: operation(),
+        argument: "name",
+        message: `one name per limiter expected (${limiters.length}), got ${names.length}`
       })
     )
   }
   const keys: Array<string> = []
-  for (const limiter of limiters) {
-    const key = limiter.keyOf(verb, name)
+  for (let i = 0; i < limiters.length; i++) {
+    const key = limiters[i]!.keyOf(verb, nth(names, i))
     if (typeof key !== "string") return Effect.fail(key)
     keys.push(key)
   }
   const specs = limiters.map((limiter, i) => specOfLimiter(limiter, shadows?.[i] === true))
-  const call: Call = { keys, specs, units: String(cost) }
+  const call: Call = { keys, specs, units, costs: (i) => nth(costs, i) }
   // The right to write each limiter's entity, checked before the call.
   const entities = [...new Map(limiters.map((l) => [l.entity.kind, l.entity])).values()]
   return withWrites(entities, (redis) => f(redis, call))
@@ -363,10 +410,11 @@ const slotted = <A>(
     }))
 
 /**
- * @internal Asks every limiter for `cost` on `name`, all or nothing (see the module doc). Fails with
- * `InvalidInput` for a cost that is not a non-negative safe integer or a name the limiters cannot key,
- * before anything is sent; with `RedisError` when the store fails (any group that had spent is refunded
- * first). Needs the right to write every limiter's entity.
+ * @internal Asks every limiter for `cost` on `name`, all or nothing (see the module doc); `name` and `cost`
+ * may also be one per limiter, in their order. Fails with `InvalidInput` for a cost that is not a
+ * non-negative safe integer or a name the limiters cannot key (or lists of the wrong length), before
+ * anything is sent; with `RedisError` when the store fails (any group that had spent is refunded first).
+ * Needs the right to write every limiter's entity.
  *
  * `shadows[i]`: the i-th limiter is a shadow one. It is decided in the same call and spends as the others
  * do when the decision allows and it would allow too; its denial denies nothing (the all or nothing rule
@@ -375,13 +423,13 @@ const slotted = <A>(
  */
 export const acquire = (
   limiters: ReadonlyArray<AnyLimiter>,
-  name: string,
-  cost: number,
+  name: Names,
+  cost: Costs,
   shadows?: ReadonlyArray<boolean>
 ): Effect.Effect<Outcome, Redis.RedisError | Redis.InvalidInput, Redis.Redis> =>
   telemetry.decide(
     decisionsOf(limiters),
-    cost,
+    Array.isArray(cost) ? Math.max(0, ...cost as ReadonlyArray<number>) : cost as number,
     withCall(limiters, name, cost, "acquire", (redis, call) =>
       slotted(
         redis,
@@ -404,16 +452,17 @@ const decisionsOf = (limiters: ReadonlyArray<AnyLimiter>): telemetry.Decisions =
 const groupDecisions = new WeakMap<ReadonlyArray<AnyLimiter>, telemetry.Decisions>()
 
 /**
- * @internal Asks every limiter, writing nothing, when its own acquire would allow `cost` on `name` if nobody
- * spent meanwhile: per limiter, in order, 0 (now), the ms until then (what its denial replies), or -1 (never).
- * On a Cluster, one call per hash slot, all at once. Asked after a decision's refunds have landed, it tells a
- * denial the store repeats from one that another request's spend, refunded since, made (see the module doc).
+ * @internal Asks every limiter, writing nothing, when its own acquire would allow `cost` on `name` (each the
+ * same for every limiter, or one per limiter) if nobody spent meanwhile: per limiter, in order, 0 (now), the
+ * ms until then (what its denial replies), or -1 (never). On a Cluster, one call per hash slot, all at once.
+ * Asked after a decision's refunds have landed, it tells a denial the store repeats from one that another
+ * request's spend, refunded since, made (see the module doc).
  * Fails as {@link acquire} does; needs the right to write every limiter's entity (it is part of an acquire).
  */
 export const check = (
   limiters: ReadonlyArray<AnyLimiter>,
-  name: string,
-  cost: number
+  name: Names,
+  cost: Costs
 ): Effect.Effect<ReadonlyArray<number>, Redis.RedisError | Redis.InvalidInput, Redis.Redis> =>
   withCall(limiters, name, cost, "check", (redis, call) =>
     slotted(
@@ -456,10 +505,14 @@ const bySlot = (keys: ReadonlyArray<string>): Array<Array<number>> => {
   return [...groups.values()]
 }
 
+/** The costs of the limiters at `indexes` of `call`, as ARGV[1] takes them. */
+const unitsAt = (call: Call, indexes: ReadonlyArray<number>): string =>
+  call.units.includes(",") ? indexes.map((i) => call.costs(i)).join(",") : call.units
+
 /** The KEYS and ARGV of `group`'s part of `call` (for `Limits.acquire` or `Limits.check`). */
 const groupArgs = (call: Call, group: ReadonlyArray<number>): [ReadonlyArray<string>, ReadonlyArray<string>] => [
   group.map((i) => call.keys[i]!),
-  [call.units, ...group.map((i) => call.specs[i]!)]
+  [unitsAt(call, group), ...group.map((i) => call.specs[i]!)]
 ]
 
 /**
@@ -489,7 +542,10 @@ const split = (redis: Redis.Service, call: Call): Effect.Effect<Outcome, Redis.R
             redis.script(
               scripts().refund,
               took.map((j) => keys[group[j]!]!),
-              [units, ...took.flatMap((j) => [specs[group[j]!]!, String(outcome.starts[j]!)])]
+              [
+                unitsAt(call, took.map((j) => group[j]!)),
+                ...took.flatMap((j) => [specs[group[j]!]!, String(outcome.starts[j]!)])
+              ]
             )
           )]
         })
@@ -503,7 +559,7 @@ const split = (redis: Redis.Service, call: Call): Effect.Effect<Outcome, Redis.R
                 groups,
                 results.map((r) => (r as Either.Right<Redis.RedisError, Outcome>).right),
                 true,
-                Number(units)
+                call.costs
               )
             )
         )
@@ -512,12 +568,12 @@ const split = (redis: Redis.Service, call: Call): Effect.Effect<Outcome, Redis.R
   )
 }
 
-/** The groups' outcomes as one, in the limiters' order; `refunded`: the allowed groups gave `cost` back. */
+/** The groups' outcomes as one, in the limiters' order; `refunded`: the allowed groups gave each its cost back. */
 const merge = (
   groups: ReadonlyArray<ReadonlyArray<number>>,
   outcomes: ReadonlyArray<Outcome>,
   refunded: boolean,
-  cost = 0
+  cost: (i: number) => number = () => 0
 ): Outcome => {
   const size = groups.reduce((n, group) => n + group.length, 0)
   const admissions = new Array<Admission_.Admission>(size)
@@ -527,7 +583,7 @@ const merge = (
     group.forEach((i, j) => {
       const admission = outcome.admissions[j]!
       admissions[i] = refunded && outcome.allowed && admission._tag === "Allowed"
-        ? Allowed({ ...admission, remaining: admission.remaining + cost })
+        ? Allowed({ ...admission, remaining: admission.remaining + cost(i) })
         : admission
       starts[i] = outcome.starts[j]!
     })
@@ -580,17 +636,20 @@ export const decideListed = (
     })
   })
 
-/** @internal The denials of the shadow limiters of an outcome, as {@link Limits_.WouldDeny} values. */
+/**
+ * @internal The denials of the shadow limiters of an outcome, as {@link Limits_.WouldDeny} values (`name`: the
+ * same for every limiter, or one per limiter).
+ */
 export const wouldDenyOf = (
   limiters: ReadonlyArray<{ readonly namespace: string; readonly kind: string }>,
   shadows: ReadonlyArray<boolean>,
   outcome: Outcome,
-  name: string
+  name: Names
 ): ReadonlyArray<Limits_.WouldDeny> => {
   const found: Array<Limits_.WouldDeny> = []
   outcome.admissions.forEach((admission, i) => {
     if (shadows[i] === true && admission._tag === "Denied") {
-      found.push(shadow.wouldDeny(limiters[i]!.namespace, limiters[i]!.kind, name, admission.retryAfter))
+      found.push(shadow.wouldDeny(limiters[i]!.namespace, limiters[i]!.kind, nth(name, i), admission.retryAfter))
     }
   })
   return found

@@ -60,18 +60,29 @@ export const wouldDenyCounter = Metric.counter("wakuwaku_shadow_would_deny", {
   incremental: true
 })
 
-// One label array per policy, kept: the metric caches its hook by the array's identity.
+// One label array per policy (and route), kept: the metric caches its hook by the array's identity.
 const labels = new Map<string, ReadonlyArray<MetricLabel.MetricLabel>>()
 
-const labelsOf = (policy: string): ReadonlyArray<MetricLabel.MetricLabel> => {
-  let found = labels.get(policy)
-  if (found === undefined) labels.set(policy, found = [MetricLabel.make("policy", policy)])
+const labelsOf = (policy: string, route: string | undefined): ReadonlyArray<MetricLabel.MetricLabel> => {
+  const id = route === undefined ? policy : `${policy}\n${route}`
+  let found = labels.get(id)
+  if (found === undefined) {
+    labels.set(
+      id,
+      found = route === undefined
+        ? [MetricLabel.make("policy", policy)]
+        : [MetricLabel.make("policy", policy), MetricLabel.make("route", route)]
+    )
+  }
   return found
 }
 
-/** @internal Counts each would-be denial under its policy and names them on the current span, if any. */
-export const report = (denials: ReadonlyArray<Limits.WouldDeny>): Effect.Effect<void> =>
+/**
+ * @internal Counts each would-be denial under its policy (and `route`, the proxy route whose limit it is, if
+ * any) and names them on the current span, if any.
+ */
+export const report = (denials: ReadonlyArray<Limits.WouldDeny>, route?: string): Effect.Effect<void> =>
   denials.length === 0 ? Effect.void : Effect.suspend(() => {
-    for (const denial of denials) wouldDenyCounter.unsafeUpdate(1, labelsOf(denial.limit))
+    for (const denial of denials) wouldDenyCounter.unsafeUpdate(1, labelsOf(denial.limit, route))
     return Effect.annotateCurrentSpan(ATTRIBUTE, denials.map((denial) => denial.limit))
   })

@@ -123,7 +123,7 @@ if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 redis.call('DEL', KEYS[1])
 return 1
 
--- Limits.acquire: KEYS 1 per item (items decided together), 1 shared ARGV; sha1 bc43daa9b8f03192306b5df6b3334da6f6a9c127
+-- Limits.acquire: KEYS 1 per item (items decided together), 1 shared ARGV; sha1 f54974a2f034fbf32ba62673f89bc0bff62b7dcb
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local families = {}
@@ -375,13 +375,15 @@ families['W'] = {
   end
 }
 end
-local cost = tonumber(ARGV[1])
+local costs = {}
+for c in string.gmatch(ARGV[1], '[^,]+') do costs[#costs + 1] = tonumber(c) end
+local function cost(i) return costs[i] or costs[1] end
 local found, all = {}, 1
 for i = 1, #KEYS do
   local spec = ARGV[i + 1]
   local family = families[string.sub(spec, 1, 1)]
   local params = family.parse(string.sub(spec, 3))
-  local ok = family.wait(KEYS[i], params, cost) == 0
+  local ok = family.wait(KEYS[i], params, cost(i)) == 0
   found[i] = {family, params, ok}
   if not ok and string.sub(spec, 2, 2) ~= '?' then all = 0 end
 end
@@ -390,7 +392,7 @@ for i = 1, #KEYS do
   local family, params, ok = found[i][1], found[i][2], found[i][3]
   local allowed, ms, remaining
   if all == 1 or not ok then
-    allowed, ms, remaining = family.take(KEYS[i], params, cost)
+    allowed, ms, remaining = family.take(KEYS[i], params, cost(i))
   else
     allowed, ms, remaining = 1, 0, family.left(KEYS[i], params)
   end
@@ -401,7 +403,7 @@ for i = 1, #KEYS do
 end
 return reply
 
--- Limits.check: KEYS 1 per item (items decided together), 1 shared ARGV, read-only; sha1 f185ba91b8b4b6681f77ac8d8fd93c6f88e64ad2
+-- Limits.check: KEYS 1 per item (items decided together), 1 shared ARGV, read-only; sha1 75590633153b6937a1666aad0eb1cdfa60e14a1d
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local families = {}
@@ -653,16 +655,18 @@ families['W'] = {
   end
 }
 end
-local cost = tonumber(ARGV[1])
+local costs = {}
+for c in string.gmatch(ARGV[1], '[^,]+') do costs[#costs + 1] = tonumber(c) end
+local function cost(i) return costs[i] or costs[1] end
 local reply = {}
 for i = 1, #KEYS do
   local spec = ARGV[i + 1]
   local family = families[string.sub(spec, 1, 1)]
-  reply[i] = family.wait(KEYS[i], family.parse(string.sub(spec, 3)), cost)
+  reply[i] = family.wait(KEYS[i], family.parse(string.sub(spec, 3)), cost(i))
 end
 return reply
 
--- Limits.refund: KEYS 1 per item (items decided together), 1 shared ARGV; sha1 c5c6dc5ae8459890aa3f302b4f8979b464250daf
+-- Limits.refund: KEYS 1 per item (items decided together), 1 shared ARGV; sha1 faddc0478d6e574b7286348210161484d3398b97
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local families = {}
@@ -914,11 +918,13 @@ families['W'] = {
   end
 }
 end
-local cost = tonumber(ARGV[1])
+local costs = {}
+for c in string.gmatch(ARGV[1], '[^,]+') do costs[#costs + 1] = tonumber(c) end
+local function cost(i) return costs[i] or costs[1] end
 for i = 1, #KEYS do
   local spec = ARGV[2 * i]
   local family = families[string.sub(spec, 1, 1)]
-  family.refund(KEYS[i], family.parse(string.sub(spec, 3)), cost, tonumber(ARGV[2 * i + 1]))
+  family.refund(KEYS[i], family.parse(string.sub(spec, 3)), cost(i), tonumber(ARGV[2 * i + 1]))
 end
 return #KEYS
 

@@ -104,6 +104,8 @@ export interface Verdict {
   readonly violated: ReadonlyArray<string>
   /** The shadow limiters that would have denied an allowed request (counted and on the span already). */
   readonly wouldDeny: ReadonlyArray<Limits.WouldDeny>
+  /** The proxy route whose limit decided, when it is a route's and something would have denied. */
+  readonly route?: string | undefined
   /**
    * A reserving limit's grant ({@link reserving}, the proxy's delay mode): how long the request waits for its
    * turn, and what a client gone before it gives back.
@@ -120,7 +122,18 @@ export interface LimitOptions<LR> {
   readonly onStoreFailure: RateLimit.OnStoreFailure
   /** The most names whose denial is remembered, per limiter; 0 or none: no memory. */
   readonly rememberDenials?: number | undefined
+  /**
+   * What one unit of a request costs each listed limiter (in the list's order, shadow ones included), each a
+   * positive safe integer; none: 1 each. A request of `units` costs the i-th limiter `units × costs[i]`.
+   */
+  readonly costs?: ReadonlyArray<number> | undefined
 }
+
+/**
+ * @internal The name a request is decided under: the same for every listed limiter, or one per listed limiter
+ * (in the list's order, shadow ones included), such as a proxy route's limits keyed each its own way.
+ */
+export type Names = limits.Names
 
 /** @internal A rate limit made ready for requests: one limiter, or several decided as one. */
 export interface Limit<LR> {
@@ -130,11 +143,16 @@ export interface Limit<LR> {
   readonly field: string
   /** The (first enforced) limiter's denial memory, if any. */
   readonly denials: denials.Denials | undefined
+  /** Every enforced limiter's denial memory. */
+  readonly memories: ReadonlyArray<denials.Denials>
   /** A remembered denial of `name` at `units`, decided now without the store; undefined if none. */
-  readonly recall: (name: string, units: number) => Verdict | undefined
+  readonly recall: (name: Names, units: number) => Verdict | undefined
   /** Asks the store (or the store-failure policy) and remembers a denial. */
-  readonly decide: (name: string, units: number) => Effect.Effect<Verdict, Redis.InvalidInput, LR>
+  readonly decide: (name: Names, units: number) => Effect.Effect<Verdict, Redis.InvalidInput, LR>
 }
+
+/** The i-th of `names` (one per listed limiter), or `names` itself (the same for every one). */
+const nameAt = (names: Names, i: number): string => typeof names === "string" ? names : names[i]!
 
 /** A limiter made ready: its policy, its metric labels, its denial memory, its 429 alone. */
 interface Unit {
@@ -200,7 +218,7 @@ interface Shared {
   outage: Outage | undefined
 }
 
-const shared = (options: Omit<LimitOptions<unknown>, "limiter">): Shared => {
+const shared = (options: Omit<LimitOptions<unknown>, "limiter" | "costs">): Shared => {
   const policy = failure.fromOption(options.onStoreFailure)
   return {
     failure: policy,
@@ -281,13 +299,24 @@ const allowed = (units: ReadonlyArray<Unit>, applied: Unit, r: number, t: number
   return verdict(decision, true, 0, applied.name, { limit: `${applied.quoted};r=${r};t=${t}`, remaining: r })
 }
 
-/** A 413: a cost above the quota of each of `never`; the body names the smallest of their quotas. */
-const unsplittable = (never: ReadonlyArray<Unit>, cost: number, viaFallback: boolean): Verdict => {
+/** A limiter placed in a limit's list: its position, and what one unit of a request costs it. */
+interface Placed extends Unit {
+  readonly at: number
+  readonly weight: number
+}
+
+/** What a request of `units` costs `u`. */
+const costOf = (u: Placed, units: number): number => u.weight === 1 ? units : units * u.weight
+
+/** A 413: a cost above the quota of each of `never`; the body names the smallest of their quotas, and its cost. */
+const unsplittable = (never: ReadonlyArray<Placed>, units: number, viaFallback: boolean): Verdict => {
   const decision = viaFallback ? "fallback-unsplittable" : "unsplittable"
   countAll(never, decision)
   const violated = never.length === 1 ? never[0]!.alone : never.map((u) => u.name)
+  let smallest = never[0]!
+  for (const u of never) if (u.policy.quota < smallest.policy.quota) smallest = u
   return verdict(decision, false, 413, never[0]!.name, {
-    body: render.tooLargeBody(cost, Math.min(...never.map((u) => u.policy.quota)), violated),
+    body: render.tooLargeBody(costOf(smallest, units), smallest.policy.quota, violated),
     violated
   })
 }
@@ -310,22 +339,22 @@ const denied = (by: ReadonlyArray<Unit>, seconds: ReadonlyArray<number>, decisio
 
 /** One limiter's admission as a verdict; `only` is `[that limiter]`, made once. */
 const fromAdmission = (
-  only: readonly [Unit],
+  only: readonly [Placed],
   admission: TokenBucket.Admission,
-  cost: number,
+  units: number,
   viaFallback: boolean
 ): Verdict => {
   const u = only[0]
   if (admission._tag === "Allowed") {
     return allowed(only, u, admission.remaining, u.policy.effectiveWindow(admission), viaFallback)
   }
-  if (Option.isNone(admission.retryAfter)) return unsplittable(only, cost, viaFallback)
+  if (Option.isNone(admission.retryAfter)) return unsplittable(only, units, viaFallback)
   return denied(only, [fields.ceilSeconds(admission.retryAfter.value)], viaFallback ? "fallback-denied" : "denied")
 }
 
 /** Several limiters' outcome as one verdict (see the module doc). */
 const fromOutcome = (
-  units: ReadonlyArray<Unit>,
+  units: ReadonlyArray<Placed>,
   outcome: limits.Outcome,
   cost: number,
   viaFallback: boolean
@@ -360,32 +389,38 @@ const fromOutcome = (
 }
 
 /**
- * How a limit asks a store: one limiter (its admission) or several decided as one (their outcome). `judge`
- * makes the verdict of an answer; `deniers` are the limiters an answer denied.
+ * How a limit asks a store: one limiter (its admission) or several decided as one (their outcome), for a
+ * request of `units` under `names`. `judge` makes the verdict of an answer; `deniers` are the limiters an
+ * answer denied.
  */
 interface Asking<A> {
-  readonly ask: (key: string, cost: number) => Effect.Effect<A, Redis.RedisError | Redis.InvalidInput, unknown>
-  readonly judge: (answer: A, key: string, cost: number, viaFallback: boolean) => Verdict
-  readonly deniers: (answer: A) => ReadonlyArray<Unit>
+  readonly ask: (names: Names, units: number) => Effect.Effect<A, Redis.RedisError | Redis.InvalidInput, unknown>
+  readonly judge: (answer: A, names: Names, units: number, viaFallback: boolean) => Verdict
+  readonly deniers: (answer: A) => ReadonlyArray<Placed>
   /** Remembers a denial of this answer; none: the store asked again ({@link remember}). */
-  readonly remember?: (answer: A, key: string, cost: number) => Effect.Effect<void, never, Redis.Redis>
+  readonly remember?: (answer: A, names: Names, units: number) => Effect.Effect<void, never, Redis.Redis>
 }
 
-const one = (u: Unit): Asking<TokenBucket.Admission> => {
+const one = (u: Placed): Asking<TokenBucket.Admission> => {
   const only = [u] as const
   return {
-    ask: (key, cost) => u.limiter.acquire(key, cost),
-    judge: (admission, _key, cost, viaFallback) => fromAdmission(only, admission, cost, viaFallback),
+    ask: (names, units) => u.limiter.acquire(nameAt(names, 0), costOf(u, units)),
+    judge: (admission, _names, units, viaFallback) => fromAdmission(only, admission, units, viaFallback),
     deniers: () => only
   }
 }
 
-const several = (units: ReadonlyArray<Unit>): Asking<limits.Outcome> => {
+/** Each limiter's cost of a request of `units`: one for all when every weight is 1. */
+const costsOf = (units: ReadonlyArray<Placed>): (n: number) => limits.Costs =>
+  units.every((u) => u.weight === 1) ? (n) => n : (n) => units.map((u) => costOf(u, n))
+
+const several = (units: ReadonlyArray<Placed>, route: string | undefined): Asking<limits.Outcome> => {
   const limiters = units.map((u) => u.limiter) as unknown as ReadonlyArray<limits.AnyLimiter>
+  const costs = costsOf(units)
   if (!units.some((u) => u.shadow)) {
     return {
-      ask: (key, cost) => limits.acquire(limiters, key, cost),
-      judge: (outcome, _key, cost, viaFallback) => fromOutcome(units, outcome, cost, viaFallback),
+      ask: (names, n) => limits.acquire(limiters, names, costs(n)),
+      judge: (outcome, _names, n, viaFallback) => fromOutcome(units, outcome, n, viaFallback),
       deniers: (outcome) => units.filter((_, i) => outcome.admissions[i]!._tag === "Denied")
     }
   }
@@ -394,14 +429,14 @@ const several = (units: ReadonlyArray<Unit>): Asking<limits.Outcome> => {
   const at = units.flatMap((u, i) => (u.shadow ? [] : [i]))
   const enforced = at.map((i) => units[i]!)
   return {
-    ask: (key, cost) => limits.acquire(limiters, key, cost, shadows),
-    judge: (outcome, key, cost, viaFallback) => {
+    ask: (names, n) => limits.acquire(limiters, names, costs(n), shadows),
+    judge: (outcome, names, n, viaFallback) => {
       const decided = enforced.length === 0
         ? verdict(viaFallback ? "fallback-allowed" : "allowed", true, 0, "", {})
-        : fromOutcome(enforced, { ...outcome, admissions: at.map((i) => outcome.admissions[i]!) }, cost, viaFallback)
+        : fromOutcome(enforced, { ...outcome, admissions: at.map((i) => outcome.admissions[i]!) }, n, viaFallback)
       if (!outcome.allowed) return decided
-      const wouldDeny = limits.wouldDenyOf(limiters, shadows, outcome, key)
-      return wouldDeny.length === 0 ? decided : { ...decided, wouldDeny }
+      const wouldDeny = limits.wouldDenyOf(limiters, shadows, outcome, names)
+      return wouldDeny.length === 0 ? decided : { ...decided, wouldDeny, route }
     },
     deniers: (outcome) => enforced.filter((_, j) => outcome.admissions[at[j]!]!._tag === "Denied")
   }
@@ -421,22 +456,22 @@ interface Reserved {
  * granted, or a 413 for a cost above the capacity. A refusal is remembered as it came: the store repeats it
  * until then, as it repeats an acquire's denial (./denials.ts), unless a turn ahead is given back.
  */
-const reserveOne = (u: Unit, maxWait: Duration.Duration): Asking<Reserved> => {
+const reserveOne = (u: Placed, maxWait: Duration.Duration): Asking<Reserved> => {
   const bucket = u.limiter as unknown as TokenBucket.TokenBucket<string>
   const only = [u] as const
   return {
-    ask: (key, cost) =>
+    ask: (names, units) =>
       Effect.suspend(() => {
         const sentAt = denials.now()
         return Effect.map(
-          bucket.reserve(key, cost, maxWait),
+          bucket.reserve(nameAt(names, 0), costOf(u, units), maxWait),
           (reservation): Reserved => ({ reservation, sentAt, receivedAt: denials.now() })
         )
       }),
-    judge: ({ reservation }, _key, cost, viaFallback) => {
+    judge: ({ reservation }, _names, units, viaFallback) => {
       if (reservation._tag === "Refused") {
         const { retryAfter } = reservation
-        if (Option.isNone(retryAfter)) return unsplittable(only, cost, viaFallback)
+        if (Option.isNone(retryAfter)) return unsplittable(only, units, viaFallback)
         return denied(only, [fields.ceilSeconds(retryAfter.value)], viaFallback ? "fallback-denied" : "denied")
       }
       // Whole tokens (rounded down): t until the bucket is full again, a debt (a negative level) paid first.
@@ -445,30 +480,33 @@ const reserveOne = (u: Unit, maxWait: Duration.Duration): Asking<Reserved> => {
       return { ...allowed(only, u, Math.max(0, level), t, viaFallback), granted: reservation }
     },
     deniers: () => only,
-    remember: ({ receivedAt, reservation, sentAt }, key, cost) =>
+    remember: ({ receivedAt, reservation, sentAt }, names, units) =>
       Effect.sync(() => {
         if (reservation._tag === "Refused" && Option.isSome(reservation.retryAfter)) {
-          u.memo?.remember(key, cost, Duration.toMillis(reservation.retryAfter.value), sentAt, receivedAt)
+          const ms = Duration.toMillis(reservation.retryAfter.value)
+          u.memo?.remember(nameAt(names, 0), units, ms, sentAt, receivedAt)
         }
       })
   }
 }
 
-/** A verdict, once its would-be denials (if any) are counted and set on the span. */
+/** A verdict, once its would-be denials (if any) are counted (with its route, if any) and set on the span. */
 const reported = (decided: Verdict): Effect.Effect<Verdict> =>
-  decided.wouldDeny.length === 0 ? Effect.succeed(decided) : Effect.as(shadow.report(decided.wouldDeny), decided)
+  decided.wouldDeny.length === 0
+    ? Effect.succeed(decided)
+    : Effect.as(shadow.report(decided.wouldDeny, decided.route), decided)
 
 /**
  * The store failed: count it, log it if it begins an outage, and apply the store-failure policy: its fixed
  * verdict (fail-open, fail-closed), or the fallback's store asked as the store would have been.
  */
-const onStoreFailure = <A>(asking: Asking<A>, units: ReadonlyArray<Unit>, context: Shared, names: string) => {
+const onStoreFailure = <A>(asking: Asking<A>, units: ReadonlyArray<Placed>, context: Shared, policies: string) => {
   const first = units[0]
   if (first === undefined) {
     // Shadow limiters only: a request is always allowed, whatever the store does.
     const open = verdict("fail-open", true, 0, "", {})
     return (error: Redis.RedisError): Effect.Effect<Verdict, Redis.InvalidInput, unknown> =>
-      Effect.as(failed(context, error, names), open)
+      Effect.as(failed(context, error, policies), open)
   }
   const policy = failure.POLICIES[context.failure.mode]
   const closed = verdict("fail-closed", false, 503, first.name, { body: render.UNAVAILABLE_BODY })
@@ -482,9 +520,13 @@ const onStoreFailure = <A>(asking: Asking<A>, units: ReadonlyArray<Unit>, contex
     return closed
   })
   const local = context.local
-  return (error: Redis.RedisError, key: string, cost: number): Effect.Effect<Verdict, Redis.InvalidInput, unknown> => {
+  return (
+    error: Redis.RedisError,
+    names: Names,
+    n: number
+  ): Effect.Effect<Verdict, Redis.InvalidInput, unknown> => {
     for (const u of units) storeFailures.unsafeUpdate(1, [u.policyLabel, MetricLabel.make("reason", error.reason)])
-    const logged = failed(context, error, names)
+    const logged = failed(context, error, policies)
     if (fixed !== undefined || local === undefined) {
       const decided = fixed ?? closed
       return Effect.zipRight(
@@ -497,8 +539,8 @@ const onStoreFailure = <A>(asking: Asking<A>, units: ReadonlyArray<Unit>, contex
     }
     return Effect.zipRight(
       logged,
-      asking.ask(key, cost).pipe(
-        Effect.flatMap((answer) => reported(asking.judge(answer, key, cost, true))),
+      asking.ask(names, n).pipe(
+        Effect.flatMap((answer) => reported(asking.judge(answer, names, n, true))),
         Effect.provideService(Redis.Redis, local),
         // The embedded store does not fail for want of a server; if it ever does, refuse.
         Effect.catchTag("RedisError", () => refuse)
@@ -508,31 +550,34 @@ const onStoreFailure = <A>(asking: Asking<A>, units: ReadonlyArray<Unit>, contex
 }
 
 /**
- * Remembers the store's denial of `key` at `cost` by the limiters `by`, as the store repeats it when asked
- * again (`limits.check`), now that this request's own refunds have landed: only the limiters that still
- * deny, each with the retry it gives then. A denial that another request's spend made, refunded since (a
- * Cluster's split decision, ../limits.ts), is not kept. If the check fails, nothing is remembered.
+ * Remembers the store's denial of `names` at `n` units by the limiters `by`, as the store repeats it when
+ * asked again (`limits.check`), now that this request's own refunds have landed: only the limiters that
+ * still deny, each with the retry it gives then. A denial that another request's spend made, refunded since
+ * (a Cluster's split decision, ../limits.ts), is not kept. If the check fails, nothing is remembered.
  */
-const remember = (by: ReadonlyArray<Unit>, key: string, cost: number): Effect.Effect<void, never, Redis.Redis> =>
+const remember = (by: ReadonlyArray<Placed>, names: Names, n: number): Effect.Effect<void, never, Redis.Redis> =>
   Effect.suspend(() => {
     const sentAt = denials.now()
-    return limits.check(by.map((u) => u.limiter) as unknown as ReadonlyArray<limits.AnyLimiter>, key, cost).pipe(
+    const byNames = typeof names === "string" ? names : by.map((u) => nameAt(names, u.at))
+    const costs = by.map((u) => costOf(u, n))
+    return limits.check(by.map((u) => u.limiter) as unknown as ReadonlyArray<limits.AnyLimiter>, byNames, costs).pipe(
       Effect.map((waits) => {
         const receivedAt = denials.now()
         waits.forEach((ms, i) => {
-          if (ms > 0) by[i]!.memo?.remember(key, cost, ms, sentAt, receivedAt)
+          const u = by[i]!
+          if (ms > 0) u.memo?.remember(nameAt(names, u.at), costs[i]!, ms, sentAt, receivedAt)
         })
       }),
       Effect.ignore
     )
   })
 
-/** A remembered denial of `key` at `cost` by any of `units`, decided now without the store; undefined if none. */
-const recall = (units: ReadonlyArray<Unit>, key: string, cost: number): Verdict | undefined => {
+/** A remembered denial of `names` at `n` units by any of `units`, decided now without the store; undefined if none. */
+const recall = (units: ReadonlyArray<Placed>, names: Names, n: number): Verdict | undefined => {
   let by: Array<Unit> | undefined
   let seconds: Array<number> | undefined
   for (const u of units) {
-    const ms = u.memo?.recall(key, cost)
+    const ms = u.memo?.recall(nameAt(names, u.at), costOf(u, n))
     if (ms === undefined) continue
     ;(by ??= []).push(u)
     ;(seconds ??= []).push(Math.max(1, Math.ceil(ms / 1000)))
@@ -544,46 +589,56 @@ const recall = (units: ReadonlyArray<Unit>, key: string, cost: number): Verdict 
  * The decision of a request: the store asked (during an outage, its answer ends it), its denial (a 429, not
  * a 413) remembered if the memory is on, its failure given to the store-failure policy.
  */
-const decider = <A>(asking: Asking<A>, units: ReadonlyArray<Unit>, context: Shared, names: string) => {
+const decider = <A>(asking: Asking<A>, units: ReadonlyArray<Placed>, context: Shared, policies: string) => {
   const remembering = units.some((u) => u.memo !== undefined)
-  const back = answered(context, names)
-  const failedOver = onStoreFailure(asking, units, context, names)
+  const back = answered(context, policies)
+  const failedOver = onStoreFailure(asking, units, context, policies)
   const keep = asking.remember ??
-    ((answer: A, key: string, cost: number) => remember(asking.deniers(answer), key, cost))
-  const settle = (answer: A, key: string, cost: number) => {
-    const decided = asking.judge(answer, key, cost, false)
+    ((answer: A, names: Names, n: number) => remember(asking.deniers(answer), names, n))
+  const settle = (answer: A, names: Names, n: number) => {
+    const decided = asking.judge(answer, names, n, false)
     return decided.decision === "denied" && remembering
-      ? Effect.as(keep(answer, key, cost), decided)
+      ? Effect.as(keep(answer, names, n), decided)
       : reported(decided)
   }
-  return (key: string, cost: number): Effect.Effect<Verdict, Redis.InvalidInput, unknown> =>
+  return (names: Names, n: number): Effect.Effect<Verdict, Redis.InvalidInput, unknown> =>
     Effect.suspend(() => {
-      const asked = asking.ask(key, cost)
+      const asked = asking.ask(names, n)
       // During an outage, an answer ends it; otherwise nothing is added to the hot path.
       return (context.outage === undefined ? asked : Effect.zipLeft(asked, back)).pipe(
-        Effect.flatMap((answer) => settle(answer, key, cost)),
-        Effect.catchTag("RedisError", (error) => failedOver(error, key, cost))
+        Effect.flatMap((answer) => settle(answer, names, n)),
+        Effect.catchTag("RedisError", (error) => failedOver(error, names, n))
       )
     })
 }
 
-/** The limit of `units` (one or more limiters), with `context`'s store-failure policy. */
-const limitOf = <LR>(units: ReadonlyArray<Unit>, context: Shared): Limit<LR> => {
+/**
+ * The limit of `listed` (one or more limiters), with `context`'s store-failure policy; `costs`: what one unit
+ * costs each (1 each when none); `route`: the proxy route it is a limit of, if any.
+ */
+const limitOf = <LR>(
+  listed: ReadonlyArray<Unit>,
+  context: Shared,
+  costs?: ReadonlyArray<number>,
+  route?: string
+): Limit<LR> => {
+  const units: ReadonlyArray<Placed> = listed.map((u, at) => ({ ...u, at, weight: costs?.[at] ?? 1 }))
   // The enforced limiters: those the fields, the counts, the store-failure policy and the memory know.
   const enforced = units.filter((u) => !u.shadow)
   const first = enforced[0] ?? units[0]!
-  const names = enforced.map((u) => u.name).join(", ")
+  const policies = enforced.map((u) => u.name).join(", ")
   const remembering = enforced.some((u) => u.memo !== undefined)
   const decide = units.length > 1 || first.shadow
-    ? decider(several(units), enforced, context, names)
-    : decider(one(first), units, context, names)
+    ? decider(several(units, route), enforced, context, policies)
+    : decider(one(first), units, context, policies)
   return {
     policy: first.policy,
     field: enforced.map((u) => u.policy.field).join(", "),
     denials: enforced[0]?.memo,
-    recall: (key, cost) => remembering ? recall(enforced, key, cost) : undefined,
+    memories: enforced.flatMap((u) => u.memo === undefined ? [] : [u.memo]),
+    recall: (names, n) => remembering ? recall(enforced, names, n) : undefined,
     // The limiters need LR: what they were given as.
-    decide: decide as (name: string, units: number) => Effect.Effect<Verdict, Redis.InvalidInput, LR>
+    decide: decide as (names: Names, units: number) => Effect.Effect<Verdict, Redis.InvalidInput, LR>
   }
 }
 
@@ -607,25 +662,49 @@ const listOf = <LR>(limiter: Listed<LR> | ReadonlyArray<Listed<LR>>): ReadonlyAr
   return limiter
 }
 
+/** The costs of `options`, checked against its list of `count` limiters (a `TypeError` or `RangeError` now). */
+const checkedCosts = (costs: ReadonlyArray<number> | undefined, count: number): ReadonlyArray<number> | undefined => {
+  if (costs === undefined) return undefined
+  if (costs.length !== count) {
+    throw new TypeError(`wakuwaku/http: one cost per limiter expected (${count}), got ${costs.length}`)
+  }
+  for (const cost of costs) {
+    if (!Number.isSafeInteger(cost) || cost < 1) {
+      throw new RangeError(`wakuwaku/http: a limiter's cost must be a positive safe integer, got ${String(cost)}`)
+    }
+  }
+  return costs
+}
+
+/**
+ * @internal Prepares a limit: checks the options (a `TypeError` or `RangeError` now), counters, bodies. `route`:
+ * the proxy route it is a limit of, whose name its would-be denials are counted with.
+ */
 /**
  * @internal A limit that reserves instead of acquiring (the proxy's delay mode, ../proxy/delay.ts): one token
  * bucket (else a `TypeError`), each request a reservation of up to `maxWait` in one store call, its verdict
  * carrying the grant. The store-failure policy, the denial memory and the counts are the other limits'.
  */
-export const reserving = <LR>(options: LimitOptions<LR>, maxWait: Duration.Duration): Limit<LR> => {
+export const reserving = <LR>(options: LimitOptions<LR>, maxWait: Duration.Duration, route?: string): Limit<LR> => {
   const context = shared(options)
   const listed = listOf(options.limiter)
   const only = listed.length === 1 ? listed[0]! : undefined
   if (only === undefined || shadow.entryOf(only).shadow || !canReserve(only)) {
+    const got = only === undefined
+      ? `${listed.length} limiters`
+      : shadow.entryOf(only).shadow
+      ? "a shadow limiter"
+      : `a ${fields.describe(shadow.entryOf(only).limiter).kind}`
     throw new TypeError(
       "wakuwaku/http: a request waits its turn (delay) in one token bucket's reservation: the limiter must be " +
-        `one TokenBucket, got ${
-          listed.length === 1 ? fields.describe(shadow.entryOf(only!).limiter).kind : `${listed.length} limiters`
-        }`
+        `one TokenBucket, got ${got}`
     )
   }
-  const u = unit(only, context.remember)
-  const limit = limitOf<LR>([u], context)
+  const costs = checkedCosts(options.costs, 1)
+  // One unit, so that the limit's recall and the reservation's refusals share its denial memory.
+  const made = unit(only, context.remember)
+  const limit = limitOf<LR>([made], context, costs, route)
+  const u: Placed = { ...made, at: 0, weight: costs?.[0] ?? 1 }
   const decide = decider(reserveOne(u, maxWait), [u], context, u.name)
   return { ...limit, decide: decide as Limit<LR>["decide"] }
 }
@@ -636,10 +715,15 @@ export const canReserve = (limiter: unknown): boolean =>
   typeof (limiter as { readonly reserve?: unknown }).reserve === "function" &&
   typeof (limiter as { readonly cancel?: unknown }).cancel === "function"
 
-/** @internal Prepares a limit: checks the options (a `TypeError` or `RangeError` now), counters, bodies. */
-export const make = <LR>(options: LimitOptions<LR>): Limit<LR> => {
+export const make = <LR>(options: LimitOptions<LR>, route?: string): Limit<LR> => {
   const context = shared(options)
-  return limitOf(listOf(options.limiter).map((l) => unit(l, context.remember)), context)
+  const listed = listOf(options.limiter)
+  return limitOf(
+    listed.map((l) => unit(l, context.remember)),
+    context,
+    checkedCosts(options.costs, listed.length),
+    route
+  )
 }
 
 /**
@@ -648,7 +732,7 @@ export const make = <LR>(options: LimitOptions<LR>): Limit<LR> => {
  * request costs its preparation each time, and its denial memory lasts as long as it does); a list chosen
  * again (the same array) is the same limit.
  */
-export const registry = (options: Omit<LimitOptions<unknown>, "limiter">) => {
+export const registry = (options: Omit<LimitOptions<unknown>, "limiter" | "costs">) => {
   const context = shared(options)
   const units = new WeakMap<object, Unit>()
   const lists = new WeakMap<object, Limit<unknown>>()

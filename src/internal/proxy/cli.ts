@@ -4,6 +4,8 @@
  * flags answer without loading the server.
  */
 import * as Duration from "effect/Duration"
+import * as Either from "effect/Either"
+import { readFileSync } from "node:fs"
 import { parseArgs, type ParseArgsConfig } from "node:util"
 import * as Wakuwaku from "../../index.js"
 import { parseText } from "../duration.js"
@@ -13,6 +15,7 @@ import * as failure from "../http/failure.js"
 import { validateNamespace } from "../key.js"
 import * as limiterKinds from "../limiter.js"
 import { parseRedisUrl } from "../url.js"
+import * as configFile from "./config.js"
 import { parseUpstream } from "./target.js"
 
 /** @internal The checked configuration of `wakuwaku proxy`. */
@@ -36,20 +39,30 @@ export interface Config {
   readonly maxEntries: number
   /** How many names' denials the proxy remembers (0: none). */
   readonly rememberDenials: number
-  /** `enforce`: a request over the rate is refused (429); `delay`: it waits its turn up to `maxWait`. */
-  readonly mode: "enforce" | "delay"
-  /** In delay mode, the longest a request waits for its turn. */
-  readonly maxWait: Duration.Duration
   /** In delay mode, the most requests the process holds waiting (past it, 503). */
   readonly maxWaiting: number
+  /** The configuration file read (`--config`), if any. */
+  readonly configFile: string | undefined
+  /** The routes, tried in order before the default route: the file's (none without a file). */
+  readonly routes: ReadonlyArray<configFile.Route>
+  /**
+   * The default route, `default`: the file's, or, without a file, the flags' one limit (`limiter`, `key`,
+   * `namespace`), as the proxy had before it had routes.
+   */
+  readonly defaultRoute: configFile.Route
 }
 
 /** @internal What the command line asks for. */
 export type Command =
   | { readonly _tag: "Help"; readonly text: string }
-  /** `code`: 2 for a bad command line, 1 for a misconfigured store (its URL), as a wrong password is at start. */
+  /**
+   * `code`: 2 for a bad command line or configuration file, 1 for a misconfigured store (its URL), as a wrong
+   * password is at start, and for any problem under `--check-config` (as `nginx -t`).
+   */
   | { readonly _tag: "Invalid"; readonly message: string; readonly code: 1 | 2 }
   | { readonly _tag: "Proxy"; readonly config: Config }
+  /** `--check-config FILE`, valid: what it holds, for stdout (exit code 0). */
+  | { readonly _tag: "Check"; readonly text: string; readonly config: Config }
 
 interface Flag {
   /** The name after `--`. */
@@ -71,14 +84,6 @@ const DEFAULT_ALGORITHM = "token-bucket"
  * its flags), the default first.
  */
 const ALGORITHMS = limiterKinds.algorithmsOf(Wakuwaku, DEFAULT_ALGORITHM)
-
-/** The algorithms whose limiters reserve turns (made with their flags' defaults): those delay mode takes. */
-const RESERVING = ALGORITHMS.filter((algorithm) => {
-  const params = Object.fromEntries(
-    Object.entries<limiterKinds.Flag<unknown>>(algorithm.flags).map(([name, flag]) => [name, flag.parse(flag.default)])
-  )
-  return canReserve(algorithm.make("proxy", params))
-}).map((algorithm) => algorithm.name)
 
 /** `a`, `a or b`, `a, b or c`. */
 const orList = (words: ReadonlyArray<string>): string =>
@@ -255,6 +260,26 @@ const SECTIONS: ReadonlyArray<{ readonly title: string; readonly flags: Readonly
     ]
   },
   {
+    title: "Configuration file",
+    flags: [
+      {
+        name: "config",
+        value: "FILE",
+        env: "WAKUWAKU_CONFIG",
+        help: "read routes and settings from this JSON file (docs/http.md); a flag or its variable\n" +
+          "wins over the file's field of the same setting; the limit flags (--algorithm and its\n" +
+          "flags, --key, --namespace) are refused with it: the file's routes and default hold the limits"
+      },
+      {
+        name: "check-config",
+        value: "FILE",
+        env: "",
+        help: "check FILE as --config reads it (with the other flags and variables), print what\n" +
+          "it holds, and exit: 0 valid, 1 not (as nginx -t)"
+      }
+    ]
+  },
+  {
     title: "Other",
     flags: [{ name: "help", env: "", help: "show this help" }]
   }
@@ -291,13 +316,16 @@ export const proxyHelp = (): string => {
     "ways; hop-by-hop headers are dropped; X-Forwarded-For/-Proto/-Host are set. Its own responses",
     "(429, and 502/504 when the upstream fails or times out) carry Proxy-Status: wakuwaku; error=…",
     "",
-    "Every flag can also come from its environment variable (env); a flag wins over its variable.",
+    "Every flag can also come from its environment variable (env); a flag wins over its variable,",
+    "and both win over the --config file's field of the same setting.",
     "DURATION is a number and a unit: 500ms, 30s, 2m, 1h.",
     ...sections.flatMap((s) => ["", `${s.title}:`, ...s.rows.flatMap(lines)]),
     "",
     "Examples:",
     "  wakuwaku proxy --upstream http://127.0.0.1:3000",
     "  wakuwaku proxy --upstream http://app:3000 --trusted-proxies 10.0.0.0/8 --redis redis://redis:6379",
+    "  wakuwaku proxy --config proxy.json --redis redis://redis:6379",
+    "  wakuwaku proxy --check-config proxy.json",
     ...ALGORITHMS.filter((a) => a.name !== DEFAULT_ALGORITHM).map((a) =>
       `  wakuwaku proxy --demo --algorithm ${a.name} ${a.example}`
     ),
@@ -318,7 +346,12 @@ export const mainHelp = (): string =>
   ].join("\n")
 
 class Invalid extends Error {
-  constructor(message: string, readonly code: 1 | 2 = 2) {
+  constructor(
+    message: string,
+    readonly code: 1 | 2 = 2,
+    /** Its own lines, with no pointer to the help (a configuration file's problems). */
+    readonly plain = false
+  ) {
     super(message)
   }
 }
@@ -410,10 +443,12 @@ export const parse = (argv: ReadonlyArray<string>, env: Readonly<Record<string, 
     return parseProxy(rest, env)
   } catch (error) {
     if (error instanceof Invalid) {
+      // Under --check-config every problem exits 1, as nginx -t does.
+      const checking = rest.some((arg) => arg === "--check-config" || arg.startsWith("--check-config="))
       return {
         _tag: "Invalid",
-        message: `wakuwaku proxy: ${error.message} (see wakuwaku proxy --help)`,
-        code: error.code
+        message: `wakuwaku proxy: ${error.message}${error.plain ? "" : " (see wakuwaku proxy --help)"}`,
+        code: checking ? 1 : error.code
       }
     }
     throw error
@@ -530,23 +565,57 @@ const parseProxy = (argv: ReadonlyArray<string>, env: Readonly<Record<string, st
     return fail(source, "expected true or false")
   }
 
+  // The configuration file: its fields come after the flags and their variables, before the defaults.
+  const checking = given.get("check-config")
+  const configSource = get("config")
+  if (checking !== undefined && configSource !== undefined) {
+    throw new Invalid(`--check-config FILE checks the file --config FILE would read: give one of them`)
+  }
+  const fileSource = checking ?? configSource
+  const file = fileSource === undefined ? undefined : readConfig(fileSource)
+  if (file !== undefined) {
+    for (const name of LIMIT_FLAGS) {
+      const source = get(name)
+      if (source !== undefined) {
+        throw new Invalid(
+          `${source.from}: the limits come from the configuration file's routes and default with ${
+            fileSource!.from
+          }; ` +
+            `${source.from.startsWith("--") ? "drop" : "unset"} ${source.from}`
+        )
+      }
+    }
+  }
+  /** The flag's value (or its variable's) read by `read`, else the file's field, else the flag's default, read. */
+  const setting = <A>(
+    name: keyof typeof configFile.OVERLAPPING,
+    read: (source: Source) => A,
+    fromFile: A | undefined
+  ) => {
+    const source = get(configFile.OVERLAPPING[name])
+    if (source !== undefined) return read(source)
+    return fromFile !== undefined ? fromFile : read(orDefault(configFile.OVERLAPPING[name]))
+  }
+  const fileFields: Partial<configFile.ProxyFile> = file ?? {}
+
   // Listening
   const hostSource = get("host")
-  const host = hostSource?.value.trim()
+  const host = hostSource === undefined ? fileFields.host?.trim() : hostSource.value.trim()
   if (hostSource !== undefined && (host === "" || /\s|\//.test(host ?? ""))) {
     fail(hostSource, "expected an address or host name")
   }
-  const port = integer(orDefault("port"), 0, 65_535, "expected a port number from 0 to 65535")
-  const shutdownTimeout = positiveDuration(orDefault("shutdown-timeout"))
+  const port = setting(
+    "port",
+    (source) => integer(source, 0, 65_535, "expected a port number from 0 to 65535"),
+    fileFields.port
+  )
+  const shutdownTimeout = setting("shutdownTimeout", positiveDuration, fileFields.shutdownTimeout)
 
   // Upstream
   const demo = switchOn("demo")
   const upstreamSource = get("upstream")
   if (demo && upstreamSource !== undefined) {
     throw new Invalid(`--demo starts its own upstream: drop ${upstreamSource.from} or --demo`)
-  }
-  if (!demo && upstreamSource === undefined) {
-    throw new Invalid("--upstream URL is required (or --demo for a built-in demo upstream)")
   }
   let upstream: Config["upstream"] = { _tag: "Demo" }
   if (upstreamSource !== undefined) {
@@ -556,10 +625,18 @@ const parseProxy = (argv: ReadonlyArray<string>, env: Readonly<Record<string, st
       throw new Invalid(`${upstreamSource.from}: ${(error as Error).message}`)
     }
     upstream = { _tag: "Url", url: upstreamSource.value.trim() }
+  } else if (!demo && fileFields.upstream !== undefined) {
+    upstream = { _tag: "Url", url: fileFields.upstream }
+  } else if (!demo) {
+    throw new Invalid(
+      file === undefined
+        ? "--upstream URL is required (or --demo for a built-in demo upstream)"
+        : `--upstream URL or the file's "upstream" is required (or --demo for a built-in demo upstream)`
+    )
   }
-  const timeout = positiveDuration(orDefault("timeout"))
+  const timeout = setting("timeout", positiveDuration, fileFields.timeout)
 
-  // Rate limit
+  // Rate limit (the flags' one limit: the default route without a file)
   const limiter = algorithmOf(get, orDefault)
 
   const keySource = orDefault("key")
@@ -573,23 +650,25 @@ const parseProxy = (argv: ReadonlyArray<string>, env: Readonly<Record<string, st
     fail(keySource, "expected ip or header:NAME")
   }
 
-  const trustedSource = get("trusted-proxies")
-  let trustedProxies: ReadonlyArray<string> | number = []
-  if (trustedSource !== undefined) {
+  const trustedProxies = setting("trustedProxies", (trustedSource): ReadonlyArray<string> | number => {
     const text = trustedSource.value.trim()
-    if (/^\d+$/.test(text)) trustedProxies = integer(trustedSource, 0, 1_000, "expected a hop count")
-    else {
-      trustedProxies = text.split(",").map((entry) => entry.trim()).filter((entry) => entry !== "")
-      for (const entry of trustedProxies) {
-        try {
-          parseCidr(entry)
-        } catch (error) {
-          throw new Invalid(`${trustedSource.from}: ${(error as Error).message}`)
-        }
+    if (text === "") return []
+    if (/^\d+$/.test(text)) return integer(trustedSource, 0, 1_000, "expected a hop count")
+    const entries = text.split(",").map((entry) => entry.trim()).filter((entry) => entry !== "")
+    for (const entry of entries) {
+      try {
+        parseCidr(entry)
+      } catch (error) {
+        throw new Invalid(`${trustedSource.from}: ${(error as Error).message}`)
       }
     }
-  }
-  const ipv6Prefix = integer(orDefault("ipv6-prefix"), 0, 128, "expected a prefix length from 0 to 128")
+    return entries
+  }, fileFields.trustedProxies)
+  const ipv6Prefix = setting(
+    "ipv6Prefix",
+    (source) => integer(source, 0, 128, "expected a prefix length from 0 to 128"),
+    fileFields.ipv6Prefix
+  )
   const namespaceSource = orDefault("namespace")
   const namespace = namespaceSource.value.trim()
   try {
@@ -600,7 +679,7 @@ const parseProxy = (argv: ReadonlyArray<string>, env: Readonly<Record<string, st
 
   // Store
   const redisSource = get("redis")
-  const redis = redisSource?.value.trim()
+  const redis = redisSource === undefined ? fileFields.redis?.trim() : redisSource.value.trim()
   if (redisSource !== undefined) {
     try {
       parseRedisUrl(redis ?? "")
@@ -609,50 +688,131 @@ const parseProxy = (argv: ReadonlyArray<string>, env: Readonly<Record<string, st
       throw new Invalid(`${redisSource.from}: ${(error as Error).message}`, 1)
     }
   }
-  const storeTimeout = positiveDuration(orDefault("store-timeout"))
-  const policySource = orDefault("on-store-failure")
-  const onStoreFailure = failure.fromFlag(policySource.value) ?? fail(policySource, failure.FLAG_EXPECTED)
-  const maxEntries = integer(orDefault("max-entries"), 1, Number.MAX_SAFE_INTEGER, "expected a positive whole number")
-  const rememberDenials = integer(orDefault("remember-denials"), 0, Number.MAX_SAFE_INTEGER, "expected a whole number")
+  const storeTimeout = setting("storeTimeout", positiveDuration, fileFields.storeTimeout)
+  const onStoreFailure = setting(
+    "onStoreFailure",
+    (source) => failure.fromFlag(source.value) ?? fail(source, failure.FLAG_EXPECTED),
+    fileFields.onStoreFailure
+  )
+  const maxEntries = setting(
+    "maxEntries",
+    (source) => integer(source, 1, Number.MAX_SAFE_INTEGER, "expected a positive whole number"),
+    fileFields.maxEntries
+  )
+  const rememberDenials = setting(
+    "rememberDenials",
+    (source) => integer(source, 0, Number.MAX_SAFE_INTEGER, "expected a whole number"),
+    fileFields.rememberDenials
+  )
 
-  // Delay
+  // Delay (the default route's mode without a file; the file's routes have their own)
   const modeSource = orDefault("mode")
   const mode = modeSource.value.trim()
   if (mode !== "enforce" && mode !== "delay") fail(modeSource, "expected enforce or delay")
   if (mode === "delay" && !canReserve(limiter.make(namespace))) {
     throw new Invalid(
       `${modeSource.from} delay: a request waits its turn in a reservation, which the ${limiter.algorithm} algorithm ` +
-        `cannot make; use --algorithm ${orList(RESERVING)}, or --mode enforce`
+        `cannot make; use --algorithm ${orList(configFile.RESERVING)}, or --mode enforce`
     )
   }
-  for (const flag of ["max-wait", "max-waiting"]) {
-    const source = get(flag)
-    if (mode !== "delay" && source !== undefined) throw new Invalid(`${source.from} applies to --mode delay only`)
+  const maxWaitSource = get("max-wait")
+  if (mode !== "delay" && maxWaitSource !== undefined) {
+    throw new Invalid(`${maxWaitSource.from} applies to --mode delay only`)
   }
-  const maxWait = positiveDuration(orDefault("max-wait"))
-  const maxWaiting = integer(orDefault("max-waiting"), 1, Number.MAX_SAFE_INTEGER, "expected a positive whole number")
+  const maxWait = mode === "delay" ? positiveDuration(orDefault("max-wait")) : undefined
+  const maxWaiting = setting(
+    "maxWaiting",
+    (source) => integer(source, 1, Number.MAX_SAFE_INTEGER, "expected a positive whole number"),
+    fileFields.maxWaiting
+  )
 
-  return {
-    _tag: "Proxy",
-    config: {
-      host,
-      port,
-      upstream,
-      timeout,
-      shutdownTimeout,
-      limiter,
-      key,
-      trustedProxies,
-      ipv6Prefix,
-      namespace,
-      redis,
-      storeTimeout,
-      onStoreFailure,
-      maxEntries,
-      rememberDenials,
-      mode: mode as Config["mode"],
-      maxWait,
-      maxWaiting
-    }
+  const config: Config = {
+    host,
+    port,
+    upstream,
+    timeout,
+    shutdownTimeout,
+    limiter,
+    key,
+    trustedProxies,
+    ipv6Prefix,
+    namespace,
+    redis,
+    storeTimeout,
+    onStoreFailure,
+    maxEntries,
+    rememberDenials,
+    maxWaiting,
+    configFile: fileSource?.value,
+    routes: file === undefined ? [] : configFile.routesOf(file),
+    defaultRoute: file === undefined ? flagsRoute(limiter, key, namespace, maxWait) : configFile.defaultRouteOf(file)
   }
+  if (checking !== undefined) return { _tag: "Check", text: checked(checking.value, config), config }
+  return { _tag: "Proxy", config }
+}
+
+/** The flags that make the one limit of the proxy without a file: refused beside a file, which holds the limits. */
+const LIMIT_FLAGS: ReadonlyArray<string> = [
+  "algorithm",
+  ...ALGORITHM_FLAGS.keys(),
+  "key",
+  "namespace",
+  "mode",
+  "max-wait"
+]
+
+/** The default route the flags make without a file: their one limit, keyed by the address or a header. */
+const flagsRoute = (
+  limiter: limiterKinds.Configured,
+  key: Config["key"],
+  namespace: string,
+  maxWait: Duration.Duration | undefined
+): configFile.Route => ({
+  name: "default",
+  match: undefined,
+  limits: [{
+    name: namespace,
+    algorithm: limiter,
+    key: key._tag === "ip" ? [{ _tag: "ip" }] : [{ _tag: "header", name: key.name }],
+    cost: 1
+  }],
+  shadow: [],
+  // --mode delay, with its --max-wait; else enforce.
+  mode: maxWait === undefined ? "enforce" : "delay",
+  maxWait,
+  upstream: undefined,
+  timeout: undefined
+})
+
+/** A configuration file, read and decoded; its problems, one line each, as an `Invalid`. */
+const readConfig = (source: Source): configFile.ProxyFile => {
+  const path = source.value.trim()
+  let text: string
+  try {
+    text = readFileSync(path, "utf8")
+  } catch (error) {
+    throw new Invalid(`${source.from}: cannot read ${JSON.stringify(path)}: ${(error as Error).message}`)
+  }
+  const decoded = configFile.decode(text)
+  if (Either.isRight(decoded)) return decoded.right
+  const problems = decoded.left
+  throw new Invalid(
+    `${path}: ${problems.length === 1 ? "1 problem" : `${problems.length} problems`}\n${
+      problems.map((problem) => `  ${problem}`).join("\n")
+    }`,
+    2,
+    true
+  )
+}
+
+/** What `--check-config` prints of a valid file: its routes, in order, and the default route. */
+const checked = (path: string, config: Config): string => {
+  const lines = [...config.routes, config.defaultRoute].map((route) => `  ${configFile.describeRoute(route)}`)
+  return [
+    `wakuwaku proxy: ${path}: the configuration is valid: ${config.routes.length} ${
+      config.routes.length === 1 ? "route" : "routes"
+    } and the default route`,
+    ...lines,
+    ""
+  ].join("\n")
 }

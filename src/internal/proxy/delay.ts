@@ -24,7 +24,6 @@
  */
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import type * as Proxy from "../../Proxy.js"
 import type * as Redis from "../../Redis.js"
 import type * as TokenBucket from "../../TokenBucket.js"
 import * as decision from "../http/decision.js"
@@ -94,34 +93,39 @@ export interface Delay<LR> {
    * One request of `cost` keyed `name`: a {@link Outcome}, once its turn has come (the fiber sleeps the wait).
    * Interrupted while it waits (its client gone), its reservation is given back.
    */
-  readonly decide: (name: string, cost: number) => Effect.Effect<Outcome, Redis.InvalidInput, LR>
+  readonly decide: (names: decision.Names, units: number) => Effect.Effect<Outcome, Redis.InvalidInput, LR>
 }
 
 /**
- * @internal The delay of a rate limit (`Proxy.RateLimitOptions` with `delay`): its limiter must be one token
- * bucket (a `TypeError` otherwise, from {@link decision.reserving}), its `maxWait` a duration.
+ * @internal The delay of a limit (the default route's `rateLimit` with `delay`, or a route in delay mode): its
+ * limiter must be one token bucket (a `TypeError` otherwise, from {@link decision.reserving}), `maxWait` a
+ * duration; `waiting` is the server's.
  */
 export const make = <LR>(
-  rateLimit: Proxy.RateLimitOptions<LR>,
+  options: decision.LimitOptions<LR>,
   maxWait: Duration.Duration,
-  waiting: Waiting
+  waiting: Waiting,
+  route?: string
 ): Delay<LR> => {
-  const limit = decision.reserving<LR>(rateLimit, maxWait)
-  const bucket = rateLimit.limiter as unknown as TokenBucket.TokenBucket<string>
-  const giveBack = (name: string, verdict: decision.Verdict, granted: TokenBucket.Granted) =>
+  const limit = decision.reserving<LR>(options, maxWait, route)
+  const listed = options.limiter
+  const bucket = (Array.isArray(listed) ? listed[0] : listed) as unknown as TokenBucket.TokenBucket<string>
+  const giveBack = (names: decision.Names, verdict: decision.Verdict, granted: TokenBucket.Granted) =>
     // A fallback store's grant is not the store's to take back; its turn lapses there. The bucket needs LR:
     // what it was given as.
-    (verdict.decision === "allowed" ? Effect.ignore(bucket.cancel(name, granted)) : Effect.void) as Effect.Effect<
-      void,
-      never,
-      LR
-    >
+    (verdict.decision === "allowed"
+      ? Effect.ignore(bucket.cancel(typeof names === "string" ? names : names[0]!, granted))
+      : Effect.void) as Effect.Effect<
+        void,
+        never,
+        LR
+      >
   const leave = Effect.sync(() => {
     waiting.count--
     // Below half the bound, the episode is over: the next time it is met is logged again.
     if (waiting.count <= waiting.max / 2) waiting.full = false
   })
-  const decide = (name: string, cost: number): Effect.Effect<Outcome, Redis.InvalidInput, LR> =>
+  const decide = (names: decision.Names, units: number): Effect.Effect<Outcome, Redis.InvalidInput, LR> =>
     Effect.suspend(() => {
       if (waiting.count >= waiting.max) {
         if (waiting.full) return Effect.succeed(FULL)
@@ -136,12 +140,12 @@ export const make = <LR>(
       }
       waiting.count++
       return Effect.uninterruptibleMask((restore) =>
-        Effect.flatMap(limit.decide(name, cost), (verdict): Effect.Effect<Outcome, never, LR> => {
+        Effect.flatMap(limit.decide(names, units), (verdict): Effect.Effect<Outcome, never, LR> => {
           const granted = verdict.granted
           const ms = granted === undefined ? 0 : Duration.toMillis(granted.wait)
           if (granted === undefined || ms === 0) return Effect.succeed({ _tag: "Decided", verdict, waitedMs: 0 })
           return restore(Effect.sleep(granted.wait)).pipe(
-            Effect.onInterrupt(() => giveBack(name, verdict, granted)),
+            Effect.onInterrupt(() => giveBack(names, verdict, granted)),
             Effect.as<Outcome>({ _tag: "Decided", verdict, waitedMs: ms })
           )
         }).pipe(Effect.ensuring(leave))

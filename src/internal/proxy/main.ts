@@ -19,6 +19,8 @@ import type { AnyRequirements } from "../limiter.js"
 import { acquireTolerant } from "../redis.js"
 import { mask } from "../url.js"
 import type { Config } from "./cli.js"
+import type * as configFile from "./config.js"
+import { describeRoute } from "./config.js"
 import { demoUpstream } from "./demo.js"
 import { parseUpstream, upstreamPath } from "./target.js"
 
@@ -49,12 +51,11 @@ const describeLimiter = (config: Config): string => {
     : config.trustedProxies.length > 0
     ? `, trusting X-Forwarded-For from ${config.trustedProxies.join(", ")}`
     : ""
-  const delay = config.mode === "delay"
-    ? `; over the rate a request waits its turn up to ${
-      Duration.format(config.maxWait)
-    } (at most ${config.maxWaiting} ` +
+  const { maxWait } = config.defaultRoute
+  const delay = maxWait === undefined
+    ? ""
+    : `; over the rate a request waits its turn up to ${Duration.format(maxWait)} (at most ${config.maxWaiting} ` +
       "waiting)"
-    : ""
   return `${policy}, ${who}${trust}${delay}`
 }
 
@@ -67,8 +68,58 @@ export const rateLimitOf = (config: Config) => {
     config.onStoreFailure,
     () => RateLimit.fallback({ maxEntries: config.maxEntries })
   )
-  const delay = config.mode === "delay" ? { maxWait: config.maxWait } : undefined
+  const { maxWait } = config.defaultRoute
+  const delay = config.defaultRoute.mode === "delay" && maxWait !== undefined ? { maxWait } : undefined
   return { limiter, key, onStoreFailure, rememberDenials: config.rememberDenials, delay }
+}
+
+/** The client's address as the configuration keys it (its trusted proxies, its IPv6 prefix). */
+const ipOf = (config: Config): Proxy.Key =>
+  ClientIp.resolve({ trustedProxies: config.trustedProxies, ipv6Prefix: config.ipv6Prefix })
+
+/** The store-failure policy of the configuration, as the proxy's options take it (one fallback for all). */
+const onStoreFailureOf = (config: Config): RateLimit.OnStoreFailure =>
+  failure.toOption(config.onStoreFailure, () => RateLimit.fallback({ maxEntries: config.maxEntries }))
+
+/**
+ * The routes of a configuration file as `Proxy.layer` takes them, the file's default route last (it matches
+ * every request) when it has limits; none without a file. Limits of one name share one limiter, and keys of one
+ * spelling one function, so that a request is keyed once per key.
+ */
+export const routesOf = (config: Config): ReadonlyArray<Proxy.Route<AnyRequirements>> => {
+  if (config.configFile === undefined) return []
+  const ip = ipOf(config)
+  const keys = new Map<string, Proxy.Key>()
+  const keyOf = (parts: ReadonlyArray<configFile.KeyPart>): Proxy.Key => {
+    const id = JSON.stringify(parts)
+    let found = keys.get(id)
+    if (found === undefined) {
+      const each = parts.map((part) => part._tag === "ip" ? ip : Proxy.header(part.name, { orElse: ip }))
+      // Several parts: one name of every part's value, a line each (no header value holds a line break).
+      found = each.length === 1 ? each[0]! : (input) => each.map((key) => key(input)).join("\n")
+      keys.set(id, found)
+    }
+    return found
+  }
+  const limiters = new Map<string, RateLimit.Limiter<AnyRequirements>>()
+  const limitOf = (limit: configFile.RouteLimit, shadow: boolean): Proxy.RouteLimit<AnyRequirements> => {
+    const id = `${limit.algorithm.algorithm} ${limit.name}`
+    let limiter = limiters.get(id)
+    if (limiter === undefined) limiters.set(id, limiter = limit.algorithm.make(limit.name))
+    return { limiter, key: keyOf(limit.key), cost: limit.cost, shadow }
+  }
+  const routeOf = (route: configFile.Route): Proxy.Route<AnyRequirements> => ({
+    name: route.name,
+    match: route.match,
+    limits: [...route.limits.map((l) => limitOf(l, false)), ...route.shadow.map((l) => limitOf(l, true))],
+    mode: route.mode,
+    maxWait: route.maxWait,
+    upstream: route.upstream,
+    timeout: route.timeout
+  })
+  const { defaultRoute } = config
+  const hasDefault = defaultRoute.limits.length > 0 || defaultRoute.shadow.length > 0
+  return [...config.routes, ...(hasDefault ? [defaultRoute] : [])].map(routeOf)
 }
 
 /** How each of a table's options is made from the configuration. */
@@ -79,7 +130,7 @@ type FromConfig<T> = { readonly [K in keyof T]-?: (config: Config) => T[K] }
  * is a compile error here until it has its row. The upstream (a URL, or the demo's once it runs) and the rate
  * limit ({@link rateLimitOf}) are given apart.
  */
-const LAYER_OPTIONS: FromConfig<Omit<Proxy.LayerOptions<never>, "upstream" | "rateLimit">> = {
+const LAYER_OPTIONS: FromConfig<Omit<Proxy.LayerOptions<AnyRequirements>, "upstream" | "rateLimit">> = {
   timeout: (config) => config.timeout,
   trustedProxies: (config) => config.trustedProxies,
   port: (config) => config.port,
@@ -88,7 +139,10 @@ const LAYER_OPTIONS: FromConfig<Omit<Proxy.LayerOptions<never>, "upstream" | "ra
   maxWaiting: (config) => config.maxWaiting,
   // No flag: the layer's defaults.
   maxHeaderLines: () => undefined,
-  requestTimeout: () => undefined
+  requestTimeout: () => undefined,
+  routes: routesOf,
+  onStoreFailure: (config) => config.configFile === undefined ? undefined : onStoreFailureOf(config),
+  rememberDenials: (config) => config.configFile === undefined ? undefined : config.rememberDenials
 }
 
 /** The options of `table`, made from `config`. */
@@ -97,9 +151,16 @@ const fromConfig = <T>(table: FromConfig<T>, config: Config): T =>
     Object.entries<(config: Config) => unknown>(table).map(([name, option]) => [name, option(config)])
   ) as T
 
-/** @internal The proxy's layer; throws on options the structures or the proxy reject. */
+/**
+ * @internal The proxy's layer; throws on options the structures or the proxy reject. Without a configuration
+ * file, its one limit is the flags' (`rateLimit`); with one, the file's routes and default route hold the limits.
+ */
 export const build = (config: Config, upstream: string) =>
-  Proxy.layer({ upstream, ...fromConfig(LAYER_OPTIONS, config), rateLimit: rateLimitOf(config) })
+  Proxy.layer({
+    upstream,
+    ...fromConfig(LAYER_OPTIONS, config),
+    rateLimit: config.configFile === undefined ? rateLimitOf(config) : undefined
+  })
 
 /**
  * The store, and its line in the banner. A misconfiguration (a refused password, a URL that cannot be
@@ -168,16 +229,30 @@ export const banner = (
   const target = parseUpstream(running.upstream)
   // Quoted when it holds brackets (an IPv6 address), which a shell would read as a glob.
   const url = (p: string) => base.startsWith("[") ? `'${base}${p}'` : `${base}${p}`
+  const file = config.configFile
+  const limits = file === undefined
+    ? [`  limit:    ${describeLimiter(config)}`]
+    : [
+      `  config:   ${file}`,
+      ...[...config.routes, config.defaultRoute].map((route, i) =>
+        `${i === 0 ? "  routes:   " : "            "}${describeRoute(route)}`
+      )
+    ]
+  const tryIt = file === undefined
+    ? [
+      `Try it: a burst of ${burst} requests from one address; past the limit the proxy answers 429.`,
+      `  for i in $(seq ${burst}); do curl -s -o /dev/null -w '%{http_code}\\n' ${url("/")}; done`
+    ]
+    : ["Try it:"]
   return [
     `wakuwaku proxy listening on http://${base}${wildcard ? " (every interface)" : ""}`,
     `  upstream: ${mask(running.upstream)}${demo ? " (the built-in demo upstream)" : ""}, timeout ${
       Duration.format(config.timeout)
     }`,
-    `  limit:    ${describeLimiter(config)}`,
+    ...limits,
     `  store:    ${running.store}`,
     "",
-    `Try it: a burst of ${burst} requests from one address; past the limit the proxy answers 429.`,
-    `  for i in $(seq ${burst}); do curl -s -o /dev/null -w '%{http_code}\\n' ${url("/")}; done`,
+    ...tryIt,
     `  curl -i ${url(path)}    # forwarded to ${target.origin}${upstreamPath(target, path)}`,
     "Responses the proxy makes itself (429, 502, 504) carry Proxy-Status: wakuwaku; error=…",
     "Stop with Ctrl-C (SIGINT) or SIGTERM.",
@@ -185,14 +260,37 @@ export const banner = (
   ].join("\n")
 }
 
+/** Checks the options now (the structures and the proxy throw on bad ones): the reason, or undefined. */
+const refused = (config: Config): string | undefined => {
+  try {
+    // The demo's upstream is not running yet: any URL checks the rest.
+    build(config, config.upstream._tag === "Url" ? config.upstream.url : "http://127.0.0.1:1")
+    return undefined
+  } catch (error) {
+    return error instanceof Error ? error.message : String(error)
+  }
+}
+
+/**
+ * @internal `--check-config FILE`: the configuration checked as the proxy would be made of it; `text` (what
+ * the file holds) on stdout and exit code 0, or the reason on stderr and exit code 1.
+ */
+export const check = (config: Config, text: string): void => {
+  const reason = refused(config)
+  if (reason === undefined) {
+    process.stdout.write(text)
+    return
+  }
+  process.stderr.write(`wakuwaku proxy: ${reason}\n`)
+  process.exitCode = 1
+}
+
 /** @internal Runs `wakuwaku proxy` until SIGINT or SIGTERM. Bad options: one line on stderr, exit code 2. */
 export const run = (config: Config): void => {
-  try {
-    // Checks the options now (the structures and the proxy throw on bad ones), not when the first request comes.
-    if (config.upstream._tag === "Url") build(config, config.upstream.url)
-    else rateLimitOf(config)
-  } catch (error) {
-    process.stderr.write(`wakuwaku proxy: ${error instanceof Error ? error.message : String(error)}\n`)
+  // Checks the options now (the structures and the proxy throw on bad ones), not when the first request comes.
+  const reason = refused(config)
+  if (reason !== undefined) {
+    process.stderr.write(`wakuwaku proxy: ${reason}\n`)
     process.exitCode = 2
     return
   }

@@ -17,22 +17,26 @@ import * as Option from "effect/Option"
 import * as Runtime from "effect/Runtime"
 import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
+import { createHash } from "node:crypto"
 import * as Http from "node:http"
 import * as Https from "node:https"
 import type * as Net from "node:net"
 import type { Pool } from "undici"
 import type * as Proxy from "../../Proxy.js"
+import type * as RateLimit from "../../RateLimit.js"
 import type * as Redis from "../../Redis.js"
 import { positive, toMillis } from "../duration.js"
 import * as clientIp from "../http/clientIp.js"
 import * as decision from "../http/decision.js"
 import { appendItem } from "../http/fields.js"
 import * as render from "../http/render.js"
+import * as shadow from "../shadow.js"
 import * as delay from "./delay.js"
 import * as dispatch from "./dispatch.js"
 import * as ProxyModule from "./errors.js"
 import * as exchange from "./exchange.js"
-import { upstreamPath } from "./target.js"
+import * as routes from "./routes.js"
+import { targetPath, underBase } from "./target.js"
 
 /**
  * @internal The most header lines a request may have by default: Apache's `LimitRequestFields`, which leaves room below
@@ -199,23 +203,50 @@ export const refuseLines = (request: Http.IncomingMessage, response: Http.Server
     `431 the request has more than ${max} header lines\n`
   )
 
-/** @internal What the handler needs: the forwarding, the limit and its key, the runtime the limit runs on. */
+/**
+ * @internal A route as the handler takes it, made once by {@link layer}: what it matches, where it forwards,
+ * its limit and the key of each of the limit's limiters.
+ */
+export interface RouteOptions<LR> {
+  readonly name: string
+  /** None: every request. */
+  readonly match: routes.Match | undefined
+  readonly forwarding: exchange.Resolved
+  /** undici's pool to its upstream. */
+  readonly pool: Pool
+  readonly limit: decision.Limit<LR> | undefined
+  /** Delay mode (./delay.ts): then `limit` is its reserving limit. */
+  readonly delay: delay.Delay<LR> | undefined
+  /** Each listed limiter's key, in the limit's order (shadow ones included); one when they all share it. */
+  readonly keys: ReadonlyArray<Proxy.Key>
+  /** Whether the limit has shadow limiters: their would-be denials are logged. */
+  readonly shadows: boolean
+}
+
+/**
+ * @internal What the handler needs: the default route's forwarding, limit and key, the routes tried before it,
+ * the runtime the limits run on.
+ */
 export interface HandlerOptions<LR> {
   readonly forwarding: exchange.Resolved
   /** undici's pool to the upstream (the hot path), node:http's agents for what undici will not send. */
   readonly agents: { readonly pool: Pool; readonly http: Http.Agent; readonly https: Https.Agent }
   readonly limit: decision.Limit<LR> | undefined
-  /** Delay mode (./delay.ts): then `limit` is its reserving limit. */
+  /** The default route's delay (./delay.ts), if it is in delay mode: then `limit` is its reserving limit. */
   readonly delay?: delay.Delay<LR> | undefined
   readonly key: Proxy.Key
+  /** The routes, in order, tried before the default route (named `default`). */
+  readonly routes?: ReadonlyArray<RouteOptions<LR>> | undefined
   readonly maxHeaderLines: number
   readonly runtime: Runtime.Runtime<LR>
   /** Whether the server is shutting down: new requests on kept-alive connections close them. */
   readonly closing: () => boolean
 }
 
-/** What the parts of a handler share: its options, resolved once per server. */
+/** What the parts of a handler share for one route: its options, resolved once per server. */
 interface Handling<LR> {
+  /** The route's name (`default` for the default route). */
+  readonly route: string
   readonly forwarding: exchange.Resolved
   readonly upstream: exchange.Resolved["upstream"]
   /** node:http's agent of the upstream's protocol, for what undici will not send. */
@@ -223,27 +254,47 @@ interface Handling<LR> {
   readonly pool: Pool
   readonly limit: decision.Limit<LR> | undefined
   readonly delay: delay.Delay<LR> | undefined
-  /** The limit's `RateLimit-Policy`, if there is a limit. */
+  /** The limit's `RateLimit-Policy`, if it has enforced limits. */
   readonly policyField: string | undefined
-  readonly key: Proxy.Key
+  /** The name (or one per listed limiter) a request is decided under. */
+  readonly names: (input: Proxy.KeyInput) => decision.Names
+  /** Whether a would-be denial is logged (the limit has shadow limiters). */
+  readonly shadows: boolean
   readonly maxHeaderLines: number
   readonly runCallback: ReturnType<typeof Runtime.runCallback<LR>>
   readonly runFork: ReturnType<typeof Runtime.runFork<LR>>
   readonly closing: () => boolean
 }
 
-const handling = <LR>(options: HandlerOptions<LR>): Handling<LR> => {
-  const { forwarding, key, limit, maxHeaderLines, runtime } = options
+/** The names of a request for limiters keyed by `keys` (one per limiter, or one for all): each key run once. */
+const namesOf = (keys: ReadonlyArray<Proxy.Key>): (input: Proxy.KeyInput) => decision.Names => {
+  const distinct = [...new Set(keys)]
+  if (distinct.length === 1) return distinct[0]!
+  const at = keys.map((key) => distinct.indexOf(key))
+  return (input) => {
+    const values = distinct.map((key) => key(input))
+    return at.map((i) => values[i]!)
+  }
+}
+
+const handling = <LR>(
+  options: HandlerOptions<LR>,
+  route: Omit<RouteOptions<LR>, "match">
+): Handling<LR> => {
+  const { maxHeaderLines, runtime } = options
+  const { forwarding, limit } = route
   const { upstream } = forwarding
   return {
+    route: route.name,
     forwarding,
     upstream,
     agent: upstream.protocol === "https:" ? options.agents.https : options.agents.http,
-    pool: options.agents.pool,
+    pool: route.pool,
     limit,
-    delay: options.delay,
-    policyField: limit?.policy.field,
-    key,
+    delay: route.delay,
+    policyField: limit === undefined || limit.field === "" ? undefined : limit.field,
+    names: namesOf(route.keys),
+    shadows: route.shadows,
     maxHeaderLines,
     runCallback: Runtime.runCallback(runtime),
     runFork: Runtime.runFork(runtime),
@@ -429,6 +480,43 @@ const undecided = <LR>(
     : plain(request, response, 500, "proxy_internal_error", "500 the rate limit could not decide\n")
 }
 
+/** A name as a log may show it: each part that is not an address (a header's value) as a fingerprint. */
+const shownName = (name: string): string =>
+  name.split("\n").map((part) => {
+    if (/^[0-9a-f.:]+(?:\/\d+)?$/i.test(part)) return part
+    const eq = part.indexOf("=")
+    const digest = createHash("sha256").update(eq < 0 ? part : part.slice(eq + 1)).digest("hex").slice(0, 12)
+    return `${eq < 0 ? "" : part.slice(0, eq + 1)}#${digest}`
+  }).join(" ")
+
+/**
+ * Logs what the route's shadow limits would have denied (counted already, by the decision): the route, each
+ * limit with its retry-after, and whom (a header's value as a fingerprint, never as it came).
+ */
+const logWouldDeny = <LR>(h: Handling<LR>, request: Http.IncomingMessage, verdict: decision.Verdict): void => {
+  for (const denial of verdict.wouldDeny) {
+    const retryAfter = Option.match(denial.retryAfter, {
+      onNone: () => "never (the cost is above its quota)",
+      onSome: (d) => `${Math.ceil(Duration.toMillis(d) / 1000)} s`
+    })
+    h.runFork(
+      Effect.logInfo(`proxy: route ${h.route}: ${denial.limit} would deny (retry after ${retryAfter})`).pipe(
+        Effect.annotateLogs({
+          "proxy.route": h.route,
+          "ratelimit.policy": denial.limit,
+          "ratelimit.retryAfter": Option.match(denial.retryAfter, {
+            onNone: () => -1,
+            onSome: (d) => Math.ceil(Duration.toMillis(d) / 1000)
+          }),
+          "ratelimit.key": shownName(denial.name),
+          "http.method": request.method,
+          "url.path": (request.url ?? "").split("?")[0]
+        })
+      )
+    )
+  }
+}
+
 /** Keys the request and asks the limit (a remembered denial at once, else the store), then forwards or refuses. */
 const limited = <LR>(
   h: Handling<LR>,
@@ -439,14 +527,15 @@ const limited = <LR>(
 ): void => {
   // Only `set-cookie` is an array in a request's headers, and no key reads it.
   const headers = request.headers as Readonly<Record<string, string | undefined>>
-  const name = h.key({ remoteAddress: request.socket.remoteAddress, headers })
-  const remembered = limit.recall(name, 1)
+  const names = h.names({ remoteAddress: request.socket.remoteAddress, headers })
+  const remembered = limit.recall(names, 1)
   if (remembered !== undefined) return refuse(h, request, response, remembered)
-  h.runCallback(limit.decide(name, 1), {
+  h.runCallback(limit.decide(names, 1), {
     onExit: (exit) => {
       if (response.destroyed) return
       if (Exit.isFailure(exit)) return undecided(h, request, response, exit.cause)
       const verdict = exit.value
+      if (h.shadows && verdict.wouldDeny.length > 0) logWouldDeny(h, request, verdict)
       return verdict.pass ? forward(h, request, response, path, verdict) : refuse(h, request, response, verdict)
     }
   })
@@ -465,12 +554,12 @@ const delayed = <LR>(
   path: string
 ): void => {
   const headers = request.headers as Readonly<Record<string, string | undefined>>
-  const name = h.key({ remoteAddress: request.socket.remoteAddress, headers })
-  const remembered = d.limit.recall(name, 1)
+  const names = h.names({ remoteAddress: request.socket.remoteAddress, headers })
+  const remembered = d.limit.recall(names, 1)
   if (remembered !== undefined) return refuse(h, request, response, remembered)
   let settled = false
   let gone = false
-  const cancel = h.runCallback(d.decide(name, 1), {
+  const cancel = h.runCallback(d.decide(names, 1), {
     onExit: (exit) => {
       settled = true
       if (gone || response.destroyed) return
@@ -488,14 +577,27 @@ const delayed = <LR>(
   })
 }
 
-/** Handles one request: refuses what cannot be forwarded, then forwards it, through the limit if there is one. */
-const handle = <LR>(h: Handling<LR>, request: Http.IncomingMessage, response: Http.ServerResponse): void => {
-  if (tooManyLines(request, h.maxHeaderLines)) return refuseLines(request, response, h.maxHeaderLines)
+/**
+ * The routes: which route's handling a request takes, by its method, `Host` and {@link targetPath} (the
+ * default's when there are no routes).
+ */
+type Router<LR> = (method: string, host: string | undefined, target: string) => Handling<LR>
+
+/** Handles one request: refuses what cannot be forwarded, then forwards it, through its route's limit if any. */
+const handle = <LR>(
+  router: Router<LR>,
+  maxHeaderLines: number,
+  request: Http.IncomingMessage,
+  response: Http.ServerResponse
+): void => {
+  if (tooManyLines(request, maxHeaderLines)) return refuseLines(request, response, maxHeaderLines)
   if (malformed(request)) return refuseMalformed(request, response)
-  const path = upstreamPath(h.upstream, request.url ?? "/", request.method)
-  if (path === undefined) {
+  const target = targetPath(request.url ?? "/", request.method)
+  if (target === undefined) {
     return plain(request, response, 400, "http_request_error", "400 the request target cannot be forwarded\n")
   }
+  const h = router(request.method!, request.headers.host, target)
+  const path = underBase(h.upstream, target)
   if (h.delay !== undefined) return delayed(h, h.delay, request, response, path)
   if (h.limit === undefined) return forward(h, request, response, path, undefined)
   limited(h, h.limit, request, response, path)
@@ -503,8 +605,26 @@ const handle = <LR>(h: Handling<LR>, request: Http.IncomingMessage, response: Ht
 
 /** @internal The request handler of `Proxy.layer`. */
 export const handler = <LR>(options: HandlerOptions<LR>) => {
-  const h = handling(options)
-  return (request: Http.IncomingMessage, response: Http.ServerResponse): void => handle(h, request, response)
+  const fallback = handling(options, {
+    name: "default",
+    forwarding: options.forwarding,
+    pool: options.agents.pool,
+    limit: options.limit,
+    delay: options.delay,
+    keys: [options.key],
+    shadows: false
+  })
+  const routed = (options.routes ?? []).map((route) => ({ match: route.match, h: handling(options, route) }))
+  const choose = routes.compile<{ readonly match?: routes.Match | undefined; readonly h: Handling<LR> }>(routed, {
+    h: fallback
+  })
+  const router: Router<LR> = routed.length === 0 ? () => fallback : (method, host, target) => {
+    const q = target.indexOf("?")
+    return choose(method, host, q < 0 ? target : target.slice(0, q)).h
+  }
+  const { maxHeaderLines } = options
+  return (request: Http.IncomingMessage, response: Http.ServerResponse): void =>
+    handle(router, maxHeaderLines, request, response)
 }
 
 /** @internal Stops accepting, closes idle connections as in-flight responses finish, after `grace` drops the rest. */
@@ -540,6 +660,140 @@ export const listen = (
     () => drain(server, Duration.decode(options.shutdownTimeout ?? "10 seconds"))
   )
 
+/** A route's name: a short word, as a namespace is, other than the default route's. */
+const ROUTE_NAME = /^[A-Za-z0-9_.-]{1,64}$/
+
+/** A route of the layer's options, checked and made ready for the handler (its pool apart). */
+type Prepared<LR> = Omit<RouteOptions<LR>, "pool">
+
+/** `routes[i]` of the options, checked (a `TypeError` or `RangeError` now) and made ready. */
+const prepareRoute = <LR>(
+  options: Proxy.LayerOptions<LR>,
+  route: Proxy.Route<LR>,
+  at: string,
+  defaultKey: Proxy.Key,
+  waiting: delay.Waiting
+): Prepared<LR> => {
+  if (typeof route.name !== "string" || !ROUTE_NAME.test(route.name)) {
+    throw new TypeError(
+      `wakuwaku/Proxy: ${at}.name must be 1 to 64 letters, digits, '_', '.' or '-', got ${JSON.stringify(route.name)}`
+    )
+  }
+  routes.checkMatch(route.match ?? {}, at)
+  const mode = route.mode ?? "enforce"
+  if (mode !== "enforce" && mode !== "shadow" && mode !== "delay") {
+    throw new TypeError(`wakuwaku/Proxy: ${at}.mode must be enforce, shadow or delay, got ${JSON.stringify(mode)}`)
+  }
+  const forwarding = exchange.resolve({
+    upstream: route.upstream ?? options.upstream,
+    timeout: route.timeout ?? options.timeout,
+    trustedProxies: options.trustedProxies
+  })
+  const listed = route.limits ?? []
+  if (listed.length === 0) {
+    return {
+      name: route.name,
+      match: route.match,
+      forwarding,
+      limit: undefined,
+      delay: undefined,
+      keys: [],
+      shadows: false
+    }
+  }
+  const onStoreFailure = options.onStoreFailure ?? options.rateLimit?.onStoreFailure
+  if (onStoreFailure === undefined) {
+    throw new TypeError(`wakuwaku/Proxy: ${at} has limits: give onStoreFailure (or rateLimit's)`)
+  }
+  const shadowed = listed.map((l) => mode === "shadow" || l.shadow === true)
+  const limitOptions: decision.LimitOptions<LR> = {
+    limiter: listed.map((l, i) => shadowed[i] ? shadow.make(l.limiter) as RateLimit.Shadow<LR> : l.limiter),
+    onStoreFailure,
+    rememberDenials: options.rememberDenials ?? options.rateLimit?.rememberDenials,
+    costs: listed.map((l) => l.cost ?? 1)
+  }
+  const delayed = mode === "delay" ? delayOf(limitOptions, route, at, waiting) : undefined
+  const limit = delayed?.limit ?? decision.make<LR>(limitOptions, route.name)
+  return {
+    name: route.name,
+    match: route.match,
+    forwarding,
+    limit,
+    delay: delayed,
+    keys: listed.map((l) => l.key ?? defaultKey),
+    shadows: shadowed.some((s) => s)
+  }
+}
+
+/**
+ * Delay mode (nginx's `burst` with `delay`, ./delay.ts): a request over the rate waits its turn, up to the route's
+ * `maxWait` (required), in its one limit, a token bucket (a `TypeError` otherwise).
+ */
+const delayOf = <LR>(
+  limitOptions: decision.LimitOptions<LR>,
+  route: Proxy.Route<LR>,
+  at: string,
+  waiting: delay.Waiting
+): delay.Delay<LR> => {
+  if (route.maxWait === undefined) {
+    throw new TypeError(`wakuwaku/Proxy: ${at}.mode "delay" needs maxWait: the longest a request waits its turn`)
+  }
+  return delay.make(limitOptions, positive(route.maxWait, `${at}.maxWait`), waiting, route.name)
+}
+
+/** Whether a route matches every request: it has no match, or one with no field. */
+const takesAll = (match: Proxy.RouteMatch | undefined): boolean =>
+  match === undefined ||
+  (match.methods === undefined && match.host === undefined && match.path === undefined && match.prefix === undefined)
+
+/**
+ * The routes of `options`, checked and made ready: names are distinct; only the last may take every request
+ * (it is the default route then, and `rateLimit` would never apply); only that one may be named `default`.
+ */
+const prepareRoutes = <LR>(
+  options: Proxy.LayerOptions<LR>,
+  defaultKey: Proxy.Key,
+  waiting: delay.Waiting
+): ReadonlyArray<Prepared<LR>> => {
+  const given = options.routes ?? []
+  const prepared = given.map((route, i) => prepareRoute(options, route, `routes[${i}]`, defaultKey, waiting))
+  const seen = new Set<string>()
+  given.forEach((route, i) => {
+    const at = `wakuwaku/Proxy: routes[${i}]`
+    if (seen.has(route.name)) throw new TypeError(`${at}.name ${JSON.stringify(route.name)} is given twice`)
+    seen.add(route.name)
+    const last = i === given.length - 1
+    if (takesAll(route.match)) {
+      if (!last) {
+        throw new TypeError(`${at} takes every request: only the last route may (the routes after it never would)`)
+      }
+      if (options.rateLimit !== undefined) {
+        throw new TypeError(`${at} takes every request: rateLimit, the default route's limit, would never apply`)
+      }
+    } else if (route.name === "default") {
+      throw new TypeError(
+        `${at}.name "default" is the default route's: only a last route that takes every request has it`
+      )
+    }
+  })
+  return prepared
+}
+
+/** One undici pool per upstream origin, for the scope. */
+const poolsFor = (upstreams: ReadonlyArray<exchange.Resolved["upstream"]>) =>
+  Effect.acquireRelease(
+    Effect.sync(() => {
+      const pools = new Map<string, Pool>()
+      for (const upstream of upstreams) {
+        if (!pools.has(upstream.origin)) pools.set(upstream.origin, dispatch.pool(upstream))
+      }
+      return pools
+    }),
+    (pools) =>
+      // Closing is all a finalizer can do: a pool that fails to close has nothing left to release.
+      Effect.promise(() => Promise.all([...pools.values()].map((pool) => pool.destroy().catch(() => undefined))))
+  )
+
 /** @internal */
 export const layer = <LR>(options: Proxy.LayerOptions<LR>): Layer.Layer<Proxy.Server, Proxy.ListenError, LR> => {
   const forwarding = exchange.resolve(options)
@@ -554,35 +808,49 @@ export const layer = <LR>(options: Proxy.LayerOptions<LR>): Layer.Layer<Proxy.Se
     2 ** 31 - 1
   )
   const rateLimit = options.rateLimit
+  // The requests held waiting, bounded per server: every route in delay mode counts in it.
   const waiting = new delay.Waiting(delay.validMaxWaiting(options.maxWaiting ?? delay.MAX_WAITING))
   const delayed = rateLimit?.delay === undefined
     ? undefined
-    : delay.make(rateLimit, positive(rateLimit.delay.maxWait, "delay.maxWait"), waiting)
+    : delay.make(rateLimit, positive(rateLimit.delay.maxWait, "rateLimit.delay.maxWait"), waiting)
   const limit = rateLimit === undefined ? undefined : delayed?.limit ?? decision.make(rateLimit)
-  const key = rateLimit?.key ?? clientIp.resolver({ trustedProxies: options.trustedProxies })
+  const defaultKey = clientIp.resolver({ trustedProxies: options.trustedProxies })
+  const key = rateLimit?.key ?? defaultKey
+  const prepared = prepareRoutes(options, defaultKey, waiting)
+  const memories = [limit, ...prepared.map((r) => r.limit)].flatMap((l) => l?.memories ?? [])
   return Layer.scoped(
     ProxyModule.Server,
     Effect.gen(function*() {
       const runtime = yield* Effect.runtime<LR>()
+      const pools = yield* poolsFor([forwarding.upstream, ...prepared.map((r) => r.forwarding.upstream)])
       const agents = yield* Effect.acquireRelease(
         Effect.sync(() => ({
-          pool: dispatch.pool(forwarding.upstream),
+          pool: pools.get(forwarding.upstream.origin)!,
           http: new Http.Agent({ keepAlive: true }),
           https: new Https.Agent({ keepAlive: true })
         })),
         (agents) =>
-          Effect.promise(() => {
+          Effect.sync(() => {
             agents.http.destroy()
             agents.https.destroy()
-            // Closing is all a finalizer can do: a pool that fails to close has nothing left to release.
-            return agents.pool.destroy().catch(() => undefined)
           })
       )
+      const routed = prepared.map((r) => ({ ...r, pool: pools.get(r.forwarding.upstream.origin)! }))
       let closing = false
       const server = Http.createServer(
         // Node checks its request timeouts every connectionsCheckingInterval (30 s by default).
         { requestTimeout, connectionsCheckingInterval: Math.max(10, Math.min(30_000, Math.ceil(requestTimeout / 4))) },
-        handler({ forwarding, agents, limit, delay: delayed, key, maxHeaderLines, runtime, closing: () => closing })
+        handler({
+          forwarding,
+          agents,
+          limit,
+          delay: delayed,
+          key,
+          routes: routed,
+          maxHeaderLines,
+          runtime,
+          closing: () => closing
+        })
       )
       configure(server)
       // Decided before the body is invited: `100 Continue` only once the limit lets the request through.
@@ -590,7 +858,11 @@ export const layer = <LR>(options: Proxy.LayerOptions<LR>): Layer.Layer<Proxy.Se
       const address = yield* listen(server, options)
       // Added after the listener, so it runs first on shutdown: responses while draining close their connections.
       yield* Effect.addFinalizer(() => Effect.sync(() => (closing = true)))
-      return { address, denials: () => limit?.denials?.size ?? 0, waiting: () => waiting.count }
+      return {
+        address,
+        denials: () => memories.reduce((n, memory) => n + memory.size, 0),
+        waiting: () => waiting.count
+      }
     })
   )
 }

@@ -90,14 +90,15 @@ export const removeDotSegments = (path: string): string | undefined => {
 }
 
 /**
- * @internal The path (and query) the upstream is sent for a request target, under the upstream's base
- * path; undefined when the target cannot be forwarded (400). The origin form (`/p?q`) and the absolute
- * form (`http://host/p?q`) have their dot segments removed; the asterisk form (`*`) is kept as it is for
- * `OPTIONS` (it names the server, not a path) and refused for any other method.
+ * @internal The path (and query) of a request target with its dot segments removed, before the upstream's base
+ * path; undefined when the target cannot be forwarded (400). The origin form (`/p?q`) and the absolute form
+ * (`http://host/p?q`) have their dot segments removed; the asterisk form (`*`) is kept as it is for `OPTIONS`
+ * (it names the server, not a path) and refused for any other method. Routes match this path
+ * (./routes.ts), so that it is the one the upstream is sent.
  */
-export const upstreamPath = (upstream: Upstream, target: string, method = "GET"): string | undefined => {
+export const targetPath = (target: string, method = "GET"): string | undefined => {
   // Most targets hold no dot, percent sign or backslash, and so no dot segment to remove.
-  if (target.charCodeAt(0) === 47 && !/[.%\\]/.test(target)) return upstream.basePath + target
+  if (target.charCodeAt(0) === 47 && !/[.%\\]/.test(target)) return target
   if (target === "*") return method === "OPTIONS" ? "*" : undefined
   let path: string
   let query: string
@@ -116,5 +117,19 @@ export const upstreamPath = (upstream: Upstream, target: string, method = "GET")
     }
   }
   const normalized = removeDotSegments(path)
-  return normalized === undefined ? undefined : upstream.basePath + normalized + query
+  return normalized === undefined ? undefined : normalized + query
+}
+
+/**
+ * @internal A {@link targetPath} as the upstream is sent it: under its base path (`*` as it is).
+ */
+export const underBase = (upstream: Upstream, path: string): string => path === "*" ? "*" : upstream.basePath + path
+
+/**
+ * @internal The path (and query) the upstream is sent for a request target, under the upstream's base
+ * path; undefined when the target cannot be forwarded (400): {@link targetPath} under the base path.
+ */
+export const upstreamPath = (upstream: Upstream, target: string, method = "GET"): string | undefined => {
+  const path = targetPath(target, method)
+  return path === undefined ? undefined : underBase(upstream, path)
 }
