@@ -206,7 +206,8 @@ describe("delay mode (Proxy.layer)", () => {
     await until("b waits", () => server.waiting() === 1)
     const c = abandonable(port, "c")
     await until("c waits", () => server.waiting() === 2)
-    expect(await tokensOf("held", "x-k=c")).toBeLessThan(-1.99)
+    // Two tokens owed (the refill, 0.1 a second, adds a little while the test runs).
+    expect(await tokensOf("held", "x-k=c")).toBeLessThan(-1.5)
 
     const full: Reply = await request(port, { headers: { "x-k": "c" } })
     expect(full.status).toBe(503)
@@ -228,12 +229,14 @@ describe("delay mode (Proxy.layer)", () => {
     // The last in the queue goes first: its turn is the queue's end, so its token comes back; then the other's.
     c.abandon()
     await until("c has left", () => server.waiting() === 1)
-    expect(await tokensOf("held", "x-k=c")).toBeGreaterThan(-1.01)
+    const one = await tokensOf("held", "x-k=c")
+    expect(one).toBeGreaterThan(-1.5)
+    expect(one).toBeLessThan(-0.5)
     b.abandon()
     await until("b has left", () => server.waiting() === 0)
     const left = await tokensOf("held", "x-k=c")
-    expect(left).toBeGreaterThan(-0.01)
-    expect(left).toBeLessThan(0.1)
+    expect(left).toBeGreaterThan(-0.5)
+    expect(left).toBeLessThan(0.5)
     // Two cancels, one call each.
     expect(await evalshas()).toBe(5)
     await expect(b.replied).rejects.toThrow()

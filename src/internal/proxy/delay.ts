@@ -47,7 +47,8 @@ export class Waiting {
   count = 0
   /** Whether the bound was met and not yet left (the first refusal of an episode is logged). */
   full = false
-  constructor(readonly max: number) {}
+  /** The bound (a reload may change it; the requests held past a lowered bound finish). */
+  constructor(public max: number) {}
 }
 
 /** @internal What a delayed request comes to. */
@@ -59,18 +60,17 @@ export type Outcome =
 
 const FULL: Outcome = { _tag: "Full" }
 
-/** @internal The 503 of a process that holds its most waiting requests: its header lines (a new object) and body. */
-export const fullResponse = (
-  field: string,
-  max: number
-): { readonly headers: () => Record<string, string>; readonly body: string } => {
-  const body = JSON.stringify({
-    type: "about:blank",
-    title: "Service Unavailable",
-    status: 503,
-    detail: `The proxy holds its most requests waiting their turn (${max}).`
-  })
+/** @internal The 503 past the bound: its header lines (a new object per call) and body (of the bound now). */
+export interface Full {
+  readonly headers: () => Record<string, string>
+  readonly body: () => string
+}
+
+/** @internal The 503 of a process that holds its most waiting requests (`waiting.max`), for a limit of `field`. */
+export const fullResponse = (field: string, waiting: Waiting): Full => {
   const proxyStatus = exchange.generatedStatus("proxy_internal_response", "too many requests waiting")
+  let max = -1
+  let body = ""
   return {
     headers: () => ({
       "content-type": render.PROBLEM_JSON,
@@ -78,7 +78,19 @@ export const fullResponse = (
       "proxy-status": proxyStatus,
       "cache-control": "no-store"
     }),
-    body
+    body: () => {
+      // Made again only when a reload changed the bound.
+      if (max !== waiting.max) {
+        max = waiting.max
+        body = JSON.stringify({
+          type: "about:blank",
+          title: "Service Unavailable",
+          status: 503,
+          detail: `The proxy holds its most requests waiting their turn (${max}).`
+        })
+      }
+      return body
+    }
   }
 }
 
@@ -88,7 +100,7 @@ export interface Delay<LR> {
   readonly limit: decision.Limit<LR>
   readonly waiting: Waiting
   /** The 503 past the bound: its header lines (a new object per call) and body. */
-  readonly full: { readonly headers: () => Record<string, string>; readonly body: string }
+  readonly full: Full
   /**
    * One request of `cost` keyed `name`: a {@link Outcome}, once its turn has come (the fiber sleeps the wait).
    * Interrupted while it waits (its client gone), its reservation is given back.
@@ -151,5 +163,5 @@ export const make = <LR>(
         }).pipe(Effect.ensuring(leave))
       )
     })
-  return { limit, waiting, full: fullResponse(limit.field, waiting.max), decide }
+  return { limit, waiting, full: fullResponse(limit.field, waiting), decide }
 }

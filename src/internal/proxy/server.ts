@@ -9,6 +9,7 @@
  * refusal that leaves a request body unread closing the connection after a small bound.
  */
 import * as Cause from "effect/Cause"
+import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -28,6 +29,7 @@ import type * as Redis from "../../Redis.js"
 import { positive, toMillis } from "../duration.js"
 import * as clientIp from "../http/clientIp.js"
 import * as decision from "../http/decision.js"
+import type * as denials from "../http/denials.js"
 import { appendItem } from "../http/fields.js"
 import * as render from "../http/render.js"
 import * as shadow from "../shadow.js"
@@ -35,6 +37,7 @@ import * as delay from "./delay.js"
 import * as dispatch from "./dispatch.js"
 import * as ProxyModule from "./errors.js"
 import * as exchange from "./exchange.js"
+import * as reload from "./reload.js"
 import * as routes from "./routes.js"
 import { targetPath, underBase } from "./target.js"
 
@@ -565,7 +568,7 @@ const delayed = <LR>(
       if (gone || response.destroyed) return
       if (Exit.isFailure(exit)) return undecided(h, request, response, exit.cause)
       const outcome = exit.value
-      if (outcome._tag === "Full") return answer(request, response, 503, d.full.headers(), d.full.body)
+      if (outcome._tag === "Full") return answer(request, response, 503, d.full.headers(), d.full.body())
       const verdict = outcome.verdict
       return verdict.pass ? forward(h, request, response, path, verdict) : refuse(h, request, response, verdict)
     }
@@ -603,8 +606,8 @@ const handle = <LR>(
   limited(h, h.limit, request, response, path)
 }
 
-/** @internal The request handler of `Proxy.layer`. */
-export const handler = <LR>(options: HandlerOptions<LR>) => {
+/** The router of a handler's routes (the default route's handling when there are none). */
+const routerOf = <LR>(options: HandlerOptions<LR>): Router<LR> => {
   const fallback = handling(options, {
     name: "default",
     forwarding: options.forwarding,
@@ -618,10 +621,15 @@ export const handler = <LR>(options: HandlerOptions<LR>) => {
   const choose = routes.compile<{ readonly match?: routes.Match | undefined; readonly h: Handling<LR> }>(routed, {
     h: fallback
   })
-  const router: Router<LR> = routed.length === 0 ? () => fallback : (method, host, target) => {
+  return routed.length === 0 ? () => fallback : (method, host, target) => {
     const q = target.indexOf("?")
     return choose(method, host, q < 0 ? target : target.slice(0, q)).h
   }
+}
+
+/** @internal The request handler of `Proxy.layer` (of one configuration, never reloaded). */
+export const handler = <LR>(options: HandlerOptions<LR>) => {
+  const router = routerOf(options)
   const { maxHeaderLines } = options
   return (request: Http.IncomingMessage, response: Http.ServerResponse): void =>
     handle(router, maxHeaderLines, request, response)
@@ -753,10 +761,13 @@ const takesAll = (match: Proxy.RouteMatch | undefined): boolean =>
 const prepareRoutes = <LR>(
   options: Proxy.LayerOptions<LR>,
   defaultKey: Proxy.Key,
-  waiting: delay.Waiting
+  waiting: delay.Waiting,
+  kept: (route: Proxy.Route<LR>) => Prepared<LR> | undefined
 ): ReadonlyArray<Prepared<LR>> => {
   const given = options.routes ?? []
-  const prepared = given.map((route, i) => prepareRoute(options, route, `routes[${i}]`, defaultKey, waiting))
+  const prepared = given.map((route, i) =>
+    kept(route) ?? prepareRoute(options, route, `routes[${i}]`, defaultKey, waiting)
+  )
   const seen = new Set<string>()
   given.forEach((route, i) => {
     const at = `wakuwaku/Proxy: routes[${i}]`
@@ -779,24 +790,80 @@ const prepareRoutes = <LR>(
   return prepared
 }
 
-/** One undici pool per upstream origin, for the scope. */
-const poolsFor = (upstreams: ReadonlyArray<exchange.Resolved["upstream"]>) =>
-  Effect.acquireRelease(
-    Effect.sync(() => {
-      const pools = new Map<string, Pool>()
-      for (const upstream of upstreams) {
-        if (!pools.has(upstream.origin)) pools.set(upstream.origin, dispatch.pool(upstream))
-      }
-      return pools
-    }),
-    (pools) =>
-      // Closing is all a finalizer can do: a pool that fails to close has nothing left to release.
-      Effect.promise(() => Promise.all([...pools.values()].map((pool) => pool.destroy().catch(() => undefined))))
-  )
+/** One undici pool per upstream origin, made when first needed (a reload may add origins), closed with the scope. */
+const poolRegistry = Effect.acquireRelease(
+  Effect.sync(() => {
+    const pools = new Map<string, Pool>()
+    const poolOf = (upstream: exchange.Resolved["upstream"]): Pool => {
+      let pool = pools.get(upstream.origin)
+      if (pool === undefined) pools.set(upstream.origin, pool = dispatch.pool(upstream))
+      return pool
+    }
+    return { pools, poolOf }
+  }),
+  ({ pools }) =>
+    // Closing is all a finalizer can do: a pool that fails to close has nothing left to release.
+    Effect.promise(() => Promise.all([...pools.values()].map((pool) => pool.destroy().catch(() => undefined))))
+)
 
-/** @internal */
-export const layer = <LR>(options: Proxy.LayerOptions<LR>): Layer.Layer<Proxy.Server, Proxy.ListenError, LR> => {
+/**
+ * What one configuration of `Proxy.layer` makes for requests, checked and made in full before it is used (and,
+ * on reload, before it replaces the running one: ./reload.ts).
+ */
+interface Configured<LR> {
+  readonly options: Proxy.LayerOptions<LR>
+  readonly forwarding: exchange.Resolved
+  /** The default route's limit and delay. */
+  readonly limit: decision.Limit<LR> | undefined
+  readonly delay: delay.Delay<LR> | undefined
+  readonly key: Proxy.Key
+  /** The routes, in order, with the options each was made of. */
+  readonly routes: ReadonlyArray<{ readonly source: Proxy.Route<LR>; readonly prepared: Prepared<LR> }>
+  readonly maxWaiting: number
+  readonly memories: ReadonlyArray<denials.Denials>
+}
+
+/**
+ * `options` checked and made ready (a `TypeError` or `RangeError` now). With the running configuration
+ * `previous` (a reload), the default route and each route equal to one of it are kept as they were made, with
+ * their limits' denial memory and their delay (./reload.ts).
+ */
+const prepareConfiguration = <LR>(
+  options: Proxy.LayerOptions<LR>,
+  waiting: delay.Waiting,
+  previous?: Configured<LR>
+): Configured<LR> => {
   const forwarding = exchange.resolve(options)
+  const maxWaiting = delay.validMaxWaiting(options.maxWaiting ?? delay.MAX_WAITING)
+  const rateLimit = options.rateLimit
+  const keepDefault = previous !== undefined && reload.sameRateLimit(previous.options, options)
+  const delayed = keepDefault
+    ? previous.delay
+    : rateLimit?.delay === undefined
+    ? undefined
+    : delay.make(rateLimit, positive(rateLimit.delay.maxWait, "rateLimit.delay.maxWait"), waiting)
+  const limit = keepDefault
+    ? previous.limit
+    : rateLimit === undefined
+    ? undefined
+    : delayed?.limit ?? decision.make(rateLimit)
+  const defaultKey = clientIp.resolver({ trustedProxies: options.trustedProxies })
+  const key = keepDefault ? previous.key : rateLimit?.key ?? defaultKey
+  const kept = (route: Proxy.Route<LR>) =>
+    previous?.routes.find((r) => reload.sameRoute(previous.options, r.source, options, route))?.prepared
+  const prepared = prepareRoutes(options, defaultKey, waiting, kept)
+  const routes = prepared.map((p, i) => ({ source: options.routes![i]!, prepared: p }))
+  const memories = [limit, ...prepared.map((r) => r.limit)].flatMap((l) => l?.memories ?? [])
+  return { options, forwarding, limit, delay: delayed, key, routes, maxWaiting, memories }
+}
+
+/**
+ * @internal `Proxy.layer`, which also provides its {@link reload.Reloader}: `Proxy.layer` is this layer, typed with
+ * `Proxy.Server` alone.
+ */
+export const layerReloadable = <LR>(
+  options: Proxy.LayerOptions<LR>
+): Layer.Layer<Proxy.Server | reload.Reloader, Proxy.ListenError, LR> => {
   const maxHeaderLines = options.maxHeaderLines ?? MAX_HEADER_LINES
   if (!Number.isSafeInteger(maxHeaderLines) || maxHeaderLines < 1) {
     throw new RangeError(
@@ -807,50 +874,41 @@ export const layer = <LR>(options: Proxy.LayerOptions<LR>): Layer.Layer<Proxy.Se
     toMillis(positive(options.requestTimeout ?? "300 seconds", "requestTimeout")),
     2 ** 31 - 1
   )
-  const rateLimit = options.rateLimit
   // The requests held waiting, bounded per server: every route in delay mode counts in it.
-  const waiting = new delay.Waiting(delay.validMaxWaiting(options.maxWaiting ?? delay.MAX_WAITING))
-  const delayed = rateLimit?.delay === undefined
-    ? undefined
-    : delay.make(rateLimit, positive(rateLimit.delay.maxWait, "rateLimit.delay.maxWait"), waiting)
-  const limit = rateLimit === undefined ? undefined : delayed?.limit ?? decision.make(rateLimit)
-  const defaultKey = clientIp.resolver({ trustedProxies: options.trustedProxies })
-  const key = rateLimit?.key ?? defaultKey
-  const prepared = prepareRoutes(options, defaultKey, waiting)
-  const memories = [limit, ...prepared.map((r) => r.limit)].flatMap((l) => l?.memories ?? [])
-  return Layer.scoped(
-    ProxyModule.Server,
+  const waiting = new delay.Waiting(delay.MAX_WAITING)
+  const first = prepareConfiguration(options, waiting)
+  waiting.max = first.maxWaiting
+  return Layer.scopedContext(
     Effect.gen(function*() {
       const runtime = yield* Effect.runtime<LR>()
-      const pools = yield* poolsFor([forwarding.upstream, ...prepared.map((r) => r.forwarding.upstream)])
+      const { poolOf } = yield* poolRegistry
       const agents = yield* Effect.acquireRelease(
-        Effect.sync(() => ({
-          pool: pools.get(forwarding.upstream.origin)!,
-          http: new Http.Agent({ keepAlive: true }),
-          https: new Https.Agent({ keepAlive: true })
-        })),
+        Effect.sync(() => ({ http: new Http.Agent({ keepAlive: true }), https: new Https.Agent({ keepAlive: true }) })),
         (agents) =>
           Effect.sync(() => {
             agents.http.destroy()
             agents.https.destroy()
           })
       )
-      const routed = prepared.map((r) => ({ ...r, pool: pools.get(r.forwarding.upstream.origin)! }))
       let closing = false
-      const server = Http.createServer(
-        // Node checks its request timeouts every connectionsCheckingInterval (30 s by default).
-        { requestTimeout, connectionsCheckingInterval: Math.max(10, Math.min(30_000, Math.ceil(requestTimeout / 4))) },
-        handler({
-          forwarding,
-          agents,
-          limit,
-          delay: delayed,
-          key,
-          routes: routed,
+      const routerFor = (c: Configured<LR>): Router<LR> =>
+        routerOf({
+          forwarding: c.forwarding,
+          agents: { ...agents, pool: poolOf(c.forwarding.upstream) },
+          limit: c.limit,
+          delay: c.delay,
+          key: c.key,
+          routes: c.routes.map(({ prepared }) => ({ ...prepared, pool: poolOf(prepared.forwarding.upstream) })),
           maxHeaderLines,
           runtime,
           closing: () => closing
         })
+      // The one reference a reload swaps: each request reads it once, on arrival.
+      let current = { configured: first, router: routerFor(first) }
+      const server = Http.createServer(
+        // Node checks its request timeouts every connectionsCheckingInterval (30 s by default).
+        { requestTimeout, connectionsCheckingInterval: Math.max(10, Math.min(30_000, Math.ceil(requestTimeout / 4))) },
+        (request, response) => handle(current.router, maxHeaderLines, request, response)
       )
       configure(server)
       // Decided before the body is invited: `100 Continue` only once the limit lets the request through.
@@ -858,14 +916,36 @@ export const layer = <LR>(options: Proxy.LayerOptions<LR>): Layer.Layer<Proxy.Se
       const address = yield* listen(server, options)
       // Added after the listener, so it runs first on shutdown: responses while draining close their connections.
       yield* Effect.addFinalizer(() => Effect.sync(() => (closing = true)))
-      return {
-        address,
-        denials: () => memories.reduce((n, memory) => n + memory.size, 0),
-        waiting: () => waiting.count
+      const reloader: reload.Reloader = {
+        reload: (next) => {
+          // Made in full (or thrown) before anything changes.
+          const previous = current.configured
+          const configured = prepareConfiguration(next as Proxy.LayerOptions<LR>, waiting, previous)
+          const router = routerFor(configured)
+          current = { configured, router }
+          waiting.max = configured.maxWaiting
+          return {
+            kept: [
+              ...(configured.limit !== undefined && configured.limit === previous.limit ? ["default"] : []),
+              ...configured.routes.filter((r) => previous.routes.some((p) => p.prepared === r.prepared)).map((r) =>
+                r.prepared.name
+              )
+            ]
+          }
+        }
       }
+      return Context.make(ProxyModule.Server, {
+        address,
+        denials: () => current.configured.memories.reduce((n, memory) => n + memory.size, 0),
+        waiting: () => waiting.count
+      }).pipe(Context.add(reload.Reloader, reloader))
     })
   )
 }
+
+/** @internal */
+export const layer = <LR>(options: Proxy.LayerOptions<LR>): Layer.Layer<Proxy.Server, Proxy.ListenError, LR> =>
+  layerReloadable(options)
 
 /** @internal */
 export const headerKey = (name: string, options?: { readonly orElse?: Proxy.Key | undefined }): Proxy.Key =>
