@@ -34,6 +34,7 @@ const FLAGS: ReadonlyArray<readonly [string, string]> = [
   ["host", "WAKUWAKU_HOST"],
   ["port", "WAKUWAKU_PORT"],
   ["shutdown-timeout", "WAKUWAKU_SHUTDOWN_TIMEOUT"],
+  ["workers", "WAKUWAKU_WORKERS"],
   ["upstream", "WAKUWAKU_UPSTREAM"],
   ["demo", "WAKUWAKU_DEMO"],
   ["timeout", "WAKUWAKU_TIMEOUT"],

@@ -6,6 +6,7 @@
 import * as Duration from "effect/Duration"
 import * as Either from "effect/Either"
 import { readFileSync } from "node:fs"
+import { availableParallelism } from "node:os"
 import { parseArgs, type ParseArgsConfig } from "node:util"
 import * as Wakuwaku from "../../index.js"
 import { parseText } from "../duration.js"
@@ -41,6 +42,8 @@ export interface Config {
   readonly rememberDenials: number
   /** In delay mode, the most requests the process holds waiting (past it, 503). */
   readonly maxWaiting: number
+  /** How many processes serve the port (`--workers`; `auto`: one per core): 1, or more with `redis`. */
+  readonly workers: number
   /** The configuration file read (`--config`), if any. */
   readonly configFile: string | undefined
   /** The routes, tried in order before the default route: the file's (none without a file). */
@@ -123,6 +126,14 @@ const SECTIONS: ReadonlyArray<{ readonly title: string; readonly flags: Readonly
         env: "WAKUWAKU_SHUTDOWN_TIMEOUT",
         default: "10s",
         help: "on SIGINT/SIGTERM, how long in-flight requests may finish"
+      },
+      {
+        name: "workers",
+        value: "N",
+        env: "WAKUWAKU_WORKERS",
+        default: "1",
+        help: "processes serving the port (node:cluster), or auto (one per core);\n" +
+          "more than 1 shares the limits through --redis, and needs it"
       }
     ]
   },
@@ -720,6 +731,19 @@ const parseProxy = (argv: ReadonlyArray<string>, env: Readonly<Record<string, st
     throw new Invalid(`${maxWaitSource.from} applies to --mode delay only`)
   }
   const maxWait = mode === "delay" ? positiveDuration(orDefault("max-wait")) : undefined
+  const workers = setting("workers", (source): number => {
+    if (source.value.trim() === "auto") return availableParallelism()
+    return integer(source, 1, 1_024, "expected a number of processes from 1 to 1024, or auto")
+  }, fileFields.workers === "auto" ? availableParallelism() : fileFields.workers)
+  if (workers > 1 && redis === undefined) {
+    const source = get("workers")
+    const said = source === undefined ? `the file's "workers": ${String(fileFields.workers)}` : source.from
+    throw new Invalid(
+      `${said} (${workers} processes) with the embedded store: each worker would keep limits of its own, so a ` +
+        `client would get ${workers} times its limit; give --redis URL (or REDIS_URL) so that the workers share ` +
+        "their limits, or run one worker (--workers 1)"
+    )
+  }
   const maxWaiting = setting(
     "maxWaiting",
     (source) => integer(source, 1, Number.MAX_SAFE_INTEGER, "expected a positive whole number"),
@@ -743,6 +767,7 @@ const parseProxy = (argv: ReadonlyArray<string>, env: Readonly<Record<string, st
     maxEntries,
     rememberDenials,
     maxWaiting,
+    workers,
     configFile: fileSource?.value,
     routes: file === undefined ? [] : configFile.routesOf(file),
     defaultRoute: file === undefined ? flagsRoute(limiter, key, namespace, maxWait) : configFile.defaultRouteOf(file)

@@ -401,7 +401,8 @@ export const OVERLAPPING = {
   onStoreFailure: "on-store-failure",
   maxEntries: "max-entries",
   rememberDenials: "remember-denials",
-  maxWaiting: "max-waiting"
+  maxWaiting: "max-waiting",
+  workers: "workers"
 } as const
 
 const FileStruct = shaped(
@@ -434,6 +435,13 @@ const FileStruct = shaped(
     ),
     rememberDenials: optional(
       whole(0, Number.MAX_SAFE_INTEGER, "a whole number", "most clients whose denial is remembered (0: none)")
+    ),
+    workers: optional(
+      expecting(
+        Schema.Union(Schema.Literal("auto"), Schema.Number.pipe(Schema.int(), Schema.between(1, 1_024))),
+        "a number of processes from 1 to 1024, or \"auto\"",
+        "processes serving the port (one per core: auto); more than 1 needs redis"
+      )
     ),
     maxWaiting: optional(
       whole(1, Number.MAX_SAFE_INTEGER, "a positive whole number", "delay: the most requests held waiting (then 503)")

@@ -27,6 +27,7 @@ import { demoUpstream } from "./demo.js"
 import * as reload from "./reload.js"
 import * as server from "./server.js"
 import { parseUpstream, upstreamPath } from "./target.js"
+import * as workers from "./workers.js"
 
 /**
  * @internal Why the start failed, as one line. A port in use says which and how to choose another: the
@@ -238,7 +239,8 @@ const program = (config: Config) =>
     )
     const { port } = Context.get(context, Proxy.Server).address
     yield* onHangup(config, upstream, Context.get(context, reload.Reloader))
-    yield* Console.log(banner(config, { port, upstream, store: store.line }))
+    // A worker of --workers tells the primary, which prints one banner for them all.
+    yield* workers.listening(banner(config, { port, upstream, store: store.line }))
     return yield* Effect.never
   }))
 
@@ -391,13 +393,25 @@ export const check = (config: Config, text: string): void => {
   process.exitCode = 1
 }
 
-/** @internal Runs `wakuwaku proxy` until SIGINT or SIGTERM. Bad options: one line on stderr, exit code 2. */
+/**
+ * @internal Runs `wakuwaku proxy` until SIGINT or SIGTERM: one process, or with `--workers` above 1 the primary
+ * of that many (./workers.ts), each worker running this again. Bad options: one line on stderr, exit code 2.
+ */
 export const run = (config: Config): void => {
   // Checks the options now (the structures and the proxy throw on bad ones), not when the first request comes.
   const reason = refused(config)
   if (reason !== undefined) {
     process.stderr.write(`wakuwaku proxy: ${reason}\n`)
     process.exitCode = 2
+    return
+  }
+  if (config.workers > 1 && !workers.isWorker()) {
+    workers.primary(config).pipe(
+      Effect.tapErrorCause((cause) =>
+        Cause.isInterruptedOnly(cause) ? Effect.void : Console.error(`wakuwaku proxy: ${workers.primaryFailure(cause)}`)
+      ),
+      NodeRuntime.runMain({ disableErrorReporting: true })
+    )
     return
   }
   program(config).pipe(
