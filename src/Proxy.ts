@@ -396,6 +396,30 @@ export interface RateLimitOptions<LR> {
   readonly onStoreFailure: RateLimit.OnStoreFailure
   /** The denial memory (see `RateLimit.Options`): how many names' denials to remember. Default 0: none. */
   readonly rememberDenials?: number | undefined
+  /**
+   * Delay instead of refusing at once, as nginx's `limit_req` with `burst` and `delay`: a request over the rate
+   * waits its turn, up to `maxWait`, then is forwarded (see {@link DelayOptions}). The limiter must be one
+   * `TokenBucket`, which reserves turns; another is a `TypeError`. Default: none, a request over the rate
+   * is refused (429).
+   */
+  readonly delay?: DelayOptions | undefined
+}
+
+/**
+ * The delay mode of a rate limit ({@link RateLimitOptions}). Each request reserves its turn in the token
+ * bucket (`TokenBucket.reserve`: one store call per request), sleeps until it, and is forwarded. A request
+ * whose turn is further than `maxWait` away is refused with a 429 whose `Retry-After` says when the same
+ * wait would be granted. Turns are on the store's clock (Redis `TIME`), so the starts of every process sharing
+ * the bucket keep to its bound: at most capacity + rate × T in any interval T. A client that disconnects while
+ * it waits gives its turn back (`TokenBucket.cancel`). The requests one server holds waiting are bounded
+ * ({@link LayerOptions}' `maxWaiting`): past the bound, 503 with `Proxy-Status`.
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export interface DelayOptions {
+  /** The longest a request waits for its turn (counted in whole milliseconds, rounded down). */
+  readonly maxWait: Duration.DurationInput
 }
 
 /**
@@ -525,6 +549,12 @@ export interface LayerOptions<LR> extends Options, ServeOptions {
   readonly maxHeaderLines?: number | undefined
   /** How long a client has to send a whole request (head and body); past it, 408. Default 300 seconds. */
   readonly requestTimeout?: Duration.DurationInput | undefined
+  /**
+   * In delay mode ({@link DelayOptions}), the most requests this server holds waiting for their turn, from
+   * their reservation asked until they are forwarded or refused; past it, a request is answered 503 with
+   * `Proxy-Status: wakuwaku; error=proxy_internal_response` at once, without asking the store. Default 1000.
+   */
+  readonly maxWaiting?: number | undefined
   /** The admin port: `/metrics`, `/healthz` and `/readyz` on a server of their own. Default none. */
   readonly admin?: AdminOptions | undefined
   /** One JSON line per request (see {@link AccessLogOptions}). Default none. */
@@ -600,7 +630,8 @@ export interface Address {
 }
 
 /**
- * The proxy {@link layer} runs: where it listens, and how many denials it remembers now.
+ * The proxy {@link layer} runs: where it listens, how many denials it remembers and how many requests wait
+ * their turn now.
  *
  * @since 0.1.0
  * @category tags
@@ -612,6 +643,8 @@ export interface Server extends
     readonly admin: Address | undefined
     /** How many names the denial memory holds now. */
     readonly denials: () => number
+    /** How many requests wait their turn now (delay mode, {@link DelayOptions}); 0 otherwise. */
+    readonly waiting: () => number
   }>
 {}
 

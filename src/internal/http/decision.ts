@@ -16,6 +16,7 @@
  * verdict but its `wouldDeny`, when the enforced ones allowed: not in the fields, the counts, the problem
  * body, nor the denial memory, so that every verdict is what it would be without them.
  */
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Metric from "effect/Metric"
 import * as MetricLabel from "effect/MetricLabel"
@@ -111,6 +112,11 @@ export interface Verdict {
   readonly wouldDeny: ReadonlyArray<Limits.WouldDeny>
   /** The proxy route whose limit decided, when it is a route's and something would have denied. */
   readonly route?: string | undefined
+  /**
+   * A reserving limit's grant ({@link reserving}, the proxy's delay mode): how long the request waits for its
+   * turn, and what a client gone before it gives back.
+   */
+  readonly granted?: TokenBucket.Granted | undefined
 }
 
 const NONE: ReadonlyArray<Limits.WouldDeny> = []
@@ -400,6 +406,8 @@ interface Asking<A> {
   readonly ask: (names: Names, units: number) => Effect.Effect<A, Redis.RedisError | Redis.InvalidInput, unknown>
   readonly judge: (answer: A, names: Names, units: number, viaFallback: boolean) => Verdict
   readonly deniers: (answer: A) => ReadonlyArray<Placed>
+  /** Remembers a denial of this answer; none: the store asked again ({@link remember}). */
+  readonly remember?: (answer: A, names: Names, units: number) => Effect.Effect<void, never, Redis.Redis>
 }
 
 const one = (u: Placed): Asking<TokenBucket.Admission> => {
@@ -440,6 +448,54 @@ const several = (units: ReadonlyArray<Placed>, route: string | undefined): Askin
       return wouldDeny.length === 0 ? decided : { ...decided, wouldDeny, route }
     },
     deniers: (outcome) => enforced.filter((_, j) => outcome.admissions[at[j]!]!._tag === "Denied")
+  }
+}
+
+/** A reservation, with when it was asked and when its answer came (the denial memory's two instants). */
+interface Reserved {
+  readonly reservation: TokenBucket.Reservation
+  readonly sentAt: number
+  readonly receivedAt: number
+}
+
+/**
+ * How a reserving limit asks (one token bucket, {@link reserving}): a reservation of up to `maxWait`. Granted,
+ * it is allowed (`r` the whole tokens left, 0 in debt; `t` until the bucket is full again, its debt paid
+ * first) and carries its grant; refused, a 429 whose `Retry-After` is when the same reservation would be
+ * granted, or a 413 for a cost above the capacity. A refusal is remembered as it came: the store repeats it
+ * until then, as it repeats an acquire's denial (./denials.ts), unless a turn ahead is given back.
+ */
+const reserveOne = (u: Placed, maxWait: Duration.Duration): Asking<Reserved> => {
+  const bucket = u.limiter as unknown as TokenBucket.TokenBucket<string>
+  const only = [u] as const
+  return {
+    ask: (names, units) =>
+      Effect.suspend(() => {
+        const sentAt = denials.now()
+        return Effect.map(
+          bucket.reserve(nameAt(names, 0), costOf(u, units), maxWait),
+          (reservation): Reserved => ({ reservation, sentAt, receivedAt: denials.now() })
+        )
+      }),
+    judge: ({ reservation }, _names, units, viaFallback) => {
+      if (reservation._tag === "Refused") {
+        const { retryAfter } = reservation
+        if (Option.isNone(retryAfter)) return unsplittable(only, units, viaFallback)
+        return denied(only, [fields.ceilSeconds(retryAfter.value)], viaFallback ? "fallback-denied" : "denied")
+      }
+      // Whole tokens (rounded down): t until the bucket is full again, a debt (a negative level) paid first.
+      const level = Math.floor(reservation.level)
+      const t = u.policy.effectiveWindow({ _tag: "Allowed", remaining: level })
+      return { ...allowed(only, u, Math.max(0, level), t, viaFallback), granted: reservation }
+    },
+    deniers: () => only,
+    remember: ({ receivedAt, reservation, sentAt }, names, units) =>
+      Effect.sync(() => {
+        if (reservation._tag === "Refused" && Option.isSome(reservation.retryAfter)) {
+          const ms = Duration.toMillis(reservation.retryAfter.value)
+          u.memo?.remember(nameAt(names, 0), units, ms, sentAt, receivedAt)
+        }
+      })
   }
 }
 
@@ -547,10 +603,12 @@ const decider = <A>(asking: Asking<A>, units: ReadonlyArray<Placed>, context: Sh
   const remembering = units.some((u) => u.memo !== undefined)
   const back = answered(context, policies)
   const failedOver = onStoreFailure(asking, units, context, policies)
+  const keep = asking.remember ??
+    ((answer: A, names: Names, n: number) => remember(asking.deniers(answer), names, n))
   const settle = (answer: A, names: Names, n: number) => {
     const decided = asking.judge(answer, names, n, false)
     return decided.decision === "denied" && remembering
-      ? Effect.as(remember(asking.deniers(answer), names, n), decided)
+      ? Effect.as(keep(answer, names, n), decided)
       : reported(decided)
   }
   return (names: Names, n: number): Effect.Effect<Verdict, Redis.InvalidInput, unknown> =>
@@ -632,6 +690,41 @@ const checkedCosts = (costs: ReadonlyArray<number> | undefined, count: number): 
  * @internal Prepares a limit: checks the options (a `TypeError` or `RangeError` now), counters, bodies. `route`:
  * the proxy route it is a limit of, whose name its would-be denials are counted with.
  */
+/**
+ * @internal A limit that reserves instead of acquiring (the proxy's delay mode, ../proxy/delay.ts): one token
+ * bucket (else a `TypeError`), each request a reservation of up to `maxWait` in one store call, its verdict
+ * carrying the grant. The store-failure policy, the denial memory and the counts are the other limits'.
+ */
+export const reserving = <LR>(options: LimitOptions<LR>, maxWait: Duration.Duration, route?: string): Limit<LR> => {
+  const context = shared(options)
+  const listed = listOf(options.limiter)
+  const only = listed.length === 1 ? listed[0]! : undefined
+  if (only === undefined || shadow.entryOf(only).shadow || !canReserve(only)) {
+    const got = only === undefined
+      ? `${listed.length} limiters`
+      : shadow.entryOf(only).shadow
+      ? "a shadow limiter"
+      : `a ${fields.describe(shadow.entryOf(only).limiter).kind}`
+    throw new TypeError(
+      "wakuwaku/http: a request waits its turn (delay) in one token bucket's reservation: the limiter must be " +
+        `one TokenBucket, got ${got}`
+    )
+  }
+  const costs = checkedCosts(options.costs, 1)
+  // One unit, so that the limit's recall and the reservation's refusals share its denial memory.
+  const made = unit(only, context.remember)
+  const limit = limitOf<LR>([made], context, costs, route)
+  const u: Placed = { ...made, at: 0, weight: costs?.[0] ?? 1 }
+  const decide = decider(reserveOne(u, maxWait), [u], context, u.name)
+  return { ...limit, decide: decide as Limit<LR>["decide"] }
+}
+
+/** @internal Whether a limiter reserves turns (`reserve` and `cancel`, as a token bucket does). */
+export const canReserve = (limiter: unknown): boolean =>
+  typeof limiter === "object" && limiter !== null &&
+  typeof (limiter as { readonly reserve?: unknown }).reserve === "function" &&
+  typeof (limiter as { readonly cancel?: unknown }).cancel === "function"
+
 export const make = <LR>(options: LimitOptions<LR>, route?: string): Limit<LR> => {
   const context = shared(options)
   const listed = listOf(options.limiter)

@@ -6,10 +6,12 @@
 import * as Duration from "effect/Duration"
 import * as Either from "effect/Either"
 import { readFileSync } from "node:fs"
+import { availableParallelism } from "node:os"
 import { parseArgs, type ParseArgsConfig } from "node:util"
 import * as Wakuwaku from "../../index.js"
 import { parseText } from "../duration.js"
 import { parseCidr } from "../http/address.js"
+import { canReserve } from "../http/decision.js"
 import * as failure from "../http/failure.js"
 import { validateNamespace } from "../key.js"
 import * as limiterKinds from "../limiter.js"
@@ -42,6 +44,10 @@ export interface Config {
   readonly admin: { readonly port: number; readonly host: string; readonly drainDelay: Duration.Duration } | undefined
   /** The access log (JSON lines on stdout), if asked for; `query`: with each request's query string. */
   readonly accessLog: { readonly query: boolean } | undefined
+  /** In delay mode, the most requests the process holds waiting (past it, 503). */
+  readonly maxWaiting: number
+  /** How many processes serve the port (`--workers`; `auto`: one per core): 1, or more with `redis`. */
+  readonly workers: number
   /** The configuration file read (`--config`), if any. */
   readonly configFile: string | undefined
   /** The routes, tried in order before the default route: the file's (none without a file). */
@@ -124,6 +130,14 @@ const SECTIONS: ReadonlyArray<{ readonly title: string; readonly flags: Readonly
         env: "WAKUWAKU_SHUTDOWN_TIMEOUT",
         default: "10s",
         help: "on SIGINT/SIGTERM, how long in-flight requests may finish"
+      },
+      {
+        name: "workers",
+        value: "N",
+        env: "WAKUWAKU_WORKERS",
+        default: "1",
+        help: "processes serving the port (node:cluster), or auto (one per core);\n" +
+          "more than 1 shares the limits through --redis, and needs it"
       }
     ]
   },
@@ -194,6 +208,28 @@ const SECTIONS: ReadonlyArray<{ readonly title: string; readonly flags: Readonly
         env: "WAKUWAKU_NAMESPACE",
         default: "proxy",
         help: "the limiter's name in the store and in RateLimit-Policy"
+      },
+      {
+        name: "mode",
+        value: "MODE",
+        env: "WAKUWAKU_MODE",
+        default: "enforce",
+        help: "enforce (over the rate: 429), or delay (over the rate: wait the turn, up to\n" +
+          "--max-wait, then forward; as nginx's burst with delay; token-bucket only)"
+      },
+      {
+        name: "max-wait",
+        value: "DURATION",
+        env: "WAKUWAKU_MAX_WAIT",
+        default: "1s",
+        help: "delay: the longest a request waits for its turn (further: 429)"
+      },
+      {
+        name: "max-waiting",
+        value: "N",
+        env: "WAKUWAKU_MAX_WAITING",
+        default: "1000",
+        help: "delay: the most requests this process holds waiting (past it: 503)"
       }
     ]
   },
@@ -732,6 +768,39 @@ const parseProxy = (argv: ReadonlyArray<string>, env: Readonly<Record<string, st
   // Admin port and access log
   const admin = adminOf(get, orDefault, port)
   const accessLog = accessLogOf(get, switchOn)
+  // Delay (the default route's mode without a file; the file's routes have their own)
+  const modeSource = orDefault("mode")
+  const mode = modeSource.value.trim()
+  if (mode !== "enforce" && mode !== "delay") fail(modeSource, "expected enforce or delay")
+  if (mode === "delay" && !canReserve(limiter.make(namespace))) {
+    throw new Invalid(
+      `${modeSource.from} delay: a request waits its turn in a reservation, which the ${limiter.algorithm} algorithm ` +
+        `cannot make; use --algorithm ${orList(configFile.RESERVING)}, or --mode enforce`
+    )
+  }
+  const maxWaitSource = get("max-wait")
+  if (mode !== "delay" && maxWaitSource !== undefined) {
+    throw new Invalid(`${maxWaitSource.from} applies to --mode delay only`)
+  }
+  const maxWait = mode === "delay" ? positiveDuration(orDefault("max-wait")) : undefined
+  const workers = setting("workers", (source): number => {
+    if (source.value.trim() === "auto") return availableParallelism()
+    return integer(source, 1, 1_024, "expected a number of processes from 1 to 1024, or auto")
+  }, fileFields.workers === "auto" ? availableParallelism() : fileFields.workers)
+  if (workers > 1 && redis === undefined) {
+    const source = get("workers")
+    const said = source === undefined ? `the file's "workers": ${String(fileFields.workers)}` : source.from
+    throw new Invalid(
+      `${said} (${workers} processes) with the embedded store: each worker would keep limits of its own, so a ` +
+        `client would get ${workers} times its limit; give --redis URL (or REDIS_URL) so that the workers share ` +
+        "their limits, or run one worker (--workers 1)"
+    )
+  }
+  const maxWaiting = setting(
+    "maxWaiting",
+    (source) => integer(source, 1, Number.MAX_SAFE_INTEGER, "expected a positive whole number"),
+    fileFields.maxWaiting
+  )
 
   const config: Config = {
     host,
@@ -749,9 +818,11 @@ const parseProxy = (argv: ReadonlyArray<string>, env: Readonly<Record<string, st
     onStoreFailure,
     maxEntries,
     rememberDenials,
+    maxWaiting,
+    workers,
     configFile: fileSource?.value,
     routes: file === undefined ? [] : configFile.routesOf(file),
-    defaultRoute: file === undefined ? flagsRoute(limiter, key, namespace) : configFile.defaultRouteOf(file),
+    defaultRoute: file === undefined ? flagsRoute(limiter, key, namespace, maxWait) : configFile.defaultRouteOf(file),
     admin,
     accessLog
   }
@@ -760,13 +831,21 @@ const parseProxy = (argv: ReadonlyArray<string>, env: Readonly<Record<string, st
 }
 
 /** The flags that make the one limit of the proxy without a file: refused beside a file, which holds the limits. */
-const LIMIT_FLAGS: ReadonlyArray<string> = ["algorithm", ...ALGORITHM_FLAGS.keys(), "key", "namespace"]
+const LIMIT_FLAGS: ReadonlyArray<string> = [
+  "algorithm",
+  ...ALGORITHM_FLAGS.keys(),
+  "key",
+  "namespace",
+  "mode",
+  "max-wait"
+]
 
 /** The default route the flags make without a file: their one limit, keyed by the address or a header. */
 const flagsRoute = (
   limiter: limiterKinds.Configured,
   key: Config["key"],
-  namespace: string
+  namespace: string,
+  maxWait: Duration.Duration | undefined
 ): configFile.Route => ({
   name: "default",
   match: undefined,
@@ -777,8 +856,9 @@ const flagsRoute = (
     cost: 1
   }],
   shadow: [],
-  mode: "enforce",
-  maxWait: undefined,
+  // --mode delay, with its --max-wait; else enforce.
+  mode: maxWait === undefined ? "enforce" : "delay",
+  maxWait,
   upstream: undefined,
   timeout: undefined
 })

@@ -18,6 +18,7 @@ import * as Schema from "effect/Schema"
 import * as Wakuwaku from "../../index.js"
 import { parseText } from "../duration.js"
 import { parseCidr } from "../http/address.js"
+import { canReserve } from "../http/decision.js"
 import * as failure from "../http/failure.js"
 import { validateNamespace } from "../key.js"
 import * as limiterKinds from "../limiter.js"
@@ -410,7 +411,9 @@ export const OVERLAPPING = {
   storeTimeout: "store-timeout",
   onStoreFailure: "on-store-failure",
   maxEntries: "max-entries",
-  rememberDenials: "remember-denials"
+  rememberDenials: "remember-denials",
+  maxWaiting: "max-waiting",
+  workers: "workers"
 } as const
 
 const FileStruct = shaped(
@@ -444,6 +447,16 @@ const FileStruct = shaped(
     rememberDenials: optional(
       whole(0, Number.MAX_SAFE_INTEGER, "a whole number", "most clients whose denial is remembered (0: none)")
     ),
+    workers: optional(
+      expecting(
+        Schema.Union(Schema.Literal("auto"), Schema.Number.pipe(Schema.int(), Schema.between(1, 1_024))),
+        "a number of processes from 1 to 1024, or \"auto\"",
+        "processes serving the port (one per core: auto); more than 1 needs redis"
+      )
+    ),
+    maxWaiting: optional(
+      whole(1, Number.MAX_SAFE_INTEGER, "a positive whole number", "delay: the most requests held waiting (then 503)")
+    ),
     routes: optional(shaped(Schema.Array(RouteSchema), "a list of routes", "routes, in order: the first that matches")),
     default: optional(DefaultRoute)
   }),
@@ -461,6 +474,38 @@ interface Problem {
   readonly message: string
 }
 
+/** @internal The algorithms whose limiters reserve turns (made with their flags' defaults): those delay takes. */
+export const RESERVING = ALGORITHMS.filter((algorithm) => {
+  const params = Object.fromEntries(
+    Object.entries<limiterKinds.Flag<unknown>>(algorithm.flags).map(([name, flag]) => [name, flag.parse(flag.default)])
+  )
+  return canReserve(algorithm.make("proxy", params))
+}).map((algorithm) => algorithm.name)
+
+/**
+ * A route in delay mode waits each request's turn in one reservation (../proxy/delay.ts): one limit, of an
+ * algorithm that reserves, and no shadow limits (a reservation is one bucket's store call).
+ */
+const delayChecks = (route: RouteFields, path: ReadonlyArray<string | number>, problems: Array<Problem>): void => {
+  const listed = (route.limits ?? []) as unknown as ReadonlyArray<EncodedLimit>
+  const first = listed[0]
+  if (listed.length !== 1 || first === undefined) {
+    problems.push({
+      path: [...path, "limits"],
+      message: `delay waits each request's turn in one limit: expected one limit, got ${listed.length}`
+    })
+  } else if (!canReserve(configureLimit(first).algorithm.make(first.name))) {
+    problems.push({
+      path: [...path, "limits", 0, "algorithm"],
+      message: `delay waits each request's turn in a reservation, which ${shown(first.algorithm)} cannot make: ` +
+        `expected ${orList(RESERVING)}`
+    })
+  }
+  if ((route.shadow ?? []).length > 0) {
+    problems.push({ path: [...path, "shadow"], message: "delay takes no shadow limits (a reservation is one limit's)" })
+  }
+}
+
 /** The checks across fields: names, a limit defined once, delay's wait, routes that can be reached. */
 const crossChecks = (file: FileFields): ReadonlyArray<Problem> => {
   const problems: Array<Problem> = []
@@ -474,6 +519,7 @@ const crossChecks = (file: FileFields): ReadonlyArray<Problem> => {
     if (mode !== "delay" && route.maxWait !== undefined) {
       problems.push({ path: [...path, "maxWait"], message: `applies to mode delay only, not ${mode}` })
     }
+    if (mode === "delay") delayChecks(route, path, problems)
     const inRoute = new Map<string, string>()
     for (const list of ["limits", "shadow"] as const) {
       ;(route[list] ?? []).forEach((listed, j) => {

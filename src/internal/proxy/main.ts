@@ -9,6 +9,8 @@ import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Metric from "effect/Metric"
+import * as Runtime from "effect/Runtime"
 import type * as Scope from "effect/Scope"
 import * as ClientIp from "../../ClientIp.js"
 import * as Proxy from "../../Proxy.js"
@@ -18,11 +20,14 @@ import * as failure from "../http/failure.js"
 import type { AnyRequirements } from "../limiter.js"
 import { acquireTolerant } from "../redis.js"
 import { mask } from "../url.js"
-import type { Config } from "./cli.js"
+import { type Config, parse } from "./cli.js"
 import type * as configFile from "./config.js"
 import { describeRoute } from "./config.js"
 import { demoUpstream } from "./demo.js"
+import * as reload from "./reload.js"
+import * as server from "./server.js"
 import { parseUpstream, upstreamPath } from "./target.js"
+import * as workers from "./workers.js"
 
 /**
  * @internal Why the start failed, as one line. A port in use says which and how to choose another: the
@@ -51,28 +56,66 @@ const describeLimiter = (config: Config): string => {
     : config.trustedProxies.length > 0
     ? `, trusting X-Forwarded-For from ${config.trustedProxies.join(", ")}`
     : ""
-  return `${policy}, ${who}${trust}`
+  const { maxWait } = config.defaultRoute
+  const delay = maxWait === undefined
+    ? ""
+    : `; over the rate a request waits its turn up to ${Duration.format(maxWait)} (at most ${config.maxWaiting} ` +
+      "waiting)"
+  return `${policy}, ${who}${trust}${delay}`
 }
+
+/**
+ * Values made once per definition for the life of the process (limiters, keys, a fallback): a reload that leaves a
+ * route as it was then gives the proxy the very same values, by which it knows to keep that route's state
+ * (./reload.ts). Limiters and keys are immutable; the map grows only by the definitions ever loaded.
+ */
+const made = new Map<string, unknown>()
+
+/** The value made of definition `id`, made by `make` the first time. */
+const once = <A>(id: string, make: () => A): A => {
+  if (made.has(id)) return made.get(id) as A
+  const value = make()
+  made.set(id, value)
+  return value
+}
+
+/** A limiter of `algorithm` named `name`, once per definition. */
+const limiterOf = (algorithm: Config["limiter"], name: string): RateLimit.Limiter<AnyRequirements> =>
+  once(
+    `limiter ${algorithm.algorithm} ${name} ${JSON.stringify(algorithm.params)}`,
+    (): RateLimit.Limiter<AnyRequirements> => algorithm.make(name)
+  )
 
 /** @internal The rate limit of a configuration; throws on options the structures reject. */
 export const rateLimitOf = (config: Config) => {
-  const limiter: RateLimit.Limiter<AnyRequirements> = config.limiter.make(config.namespace)
-  const ip = ClientIp.resolve({ trustedProxies: config.trustedProxies, ipv6Prefix: config.ipv6Prefix })
-  const key = config.key._tag === "ip" ? ip : Proxy.header(config.key.name, { orElse: ip })
-  const onStoreFailure = failure.toOption(
-    config.onStoreFailure,
-    () => RateLimit.fallback({ maxEntries: config.maxEntries })
-  )
-  return { limiter, key, onStoreFailure, rememberDenials: config.rememberDenials }
+  const limiter = limiterOf(config.limiter, config.namespace)
+  const ip = ipOf(config)
+  const by = config.key
+  const key = by._tag === "ip"
+    ? ip
+    : once(`key ${by.name} ${ipId(config)}`, () => Proxy.header(by.name, { orElse: ip }))
+  const onStoreFailure = onStoreFailureOf(config)
+  const { maxWait } = config.defaultRoute
+  const delay = config.defaultRoute.mode === "delay" && maxWait !== undefined ? { maxWait } : undefined
+  return { limiter, key, onStoreFailure, rememberDenials: config.rememberDenials, delay }
 }
+
+/** What the client's address key depends on. */
+const ipId = (config: Config): string => `${JSON.stringify(config.trustedProxies)} ${config.ipv6Prefix}`
 
 /** The client's address as the configuration keys it (its trusted proxies, its IPv6 prefix). */
 const ipOf = (config: Config): Proxy.Key =>
-  ClientIp.resolve({ trustedProxies: config.trustedProxies, ipv6Prefix: config.ipv6Prefix })
+  once(
+    `ip ${ipId(config)}`,
+    (): Proxy.Key => ClientIp.resolve({ trustedProxies: config.trustedProxies, ipv6Prefix: config.ipv6Prefix })
+  )
 
 /** The store-failure policy of the configuration, as the proxy's options take it (one fallback for all). */
 const onStoreFailureOf = (config: Config): RateLimit.OnStoreFailure =>
-  failure.toOption(config.onStoreFailure, () => RateLimit.fallback({ maxEntries: config.maxEntries }))
+  once(
+    `failure ${config.onStoreFailure} ${config.maxEntries}`,
+    () => failure.toOption(config.onStoreFailure, () => RateLimit.fallback({ maxEntries: config.maxEntries }))
+  )
 
 /**
  * The routes of a configuration file as `Proxy.layer` takes them, the file's default route last (it matches
@@ -82,25 +125,18 @@ const onStoreFailureOf = (config: Config): RateLimit.OnStoreFailure =>
 export const routesOf = (config: Config): ReadonlyArray<Proxy.Route<AnyRequirements>> => {
   if (config.configFile === undefined) return []
   const ip = ipOf(config)
-  const keys = new Map<string, Proxy.Key>()
-  const keyOf = (parts: ReadonlyArray<configFile.KeyPart>): Proxy.Key => {
-    const id = JSON.stringify(parts)
-    let found = keys.get(id)
-    if (found === undefined) {
+  const keyOf = (parts: ReadonlyArray<configFile.KeyPart>): Proxy.Key =>
+    once(`key ${JSON.stringify(parts)} ${ipId(config)}`, (): Proxy.Key => {
       const each = parts.map((part) => part._tag === "ip" ? ip : Proxy.header(part.name, { orElse: ip }))
       // Several parts: one name of every part's value, a line each (no header value holds a line break).
-      found = each.length === 1 ? each[0]! : (input) => each.map((key) => key(input)).join("\n")
-      keys.set(id, found)
-    }
-    return found
-  }
-  const limiters = new Map<string, RateLimit.Limiter<AnyRequirements>>()
-  const limitOf = (limit: configFile.RouteLimit, shadow: boolean): Proxy.RouteLimit<AnyRequirements> => {
-    const id = `${limit.algorithm.algorithm} ${limit.name}`
-    let limiter = limiters.get(id)
-    if (limiter === undefined) limiters.set(id, limiter = limit.algorithm.make(limit.name))
-    return { limiter, key: keyOf(limit.key), cost: limit.cost, shadow }
-  }
+      return each.length === 1 ? each[0]! : (input) => each.map((key) => key(input)).join("\n")
+    })
+  const limitOf = (limit: configFile.RouteLimit, shadow: boolean): Proxy.RouteLimit<AnyRequirements> => ({
+    limiter: limiterOf(limit.algorithm, limit.name),
+    key: keyOf(limit.key),
+    cost: limit.cost,
+    shadow
+  })
   const routeOf = (route: configFile.Route): Proxy.Route<AnyRequirements> => ({
     name: route.name,
     match: route.match,
@@ -131,6 +167,7 @@ const LAYER_OPTIONS: FromConfig<Omit<Proxy.LayerOptions<AnyRequirements>, "upstr
   shutdownTimeout: (config) => config.shutdownTimeout,
   admin: (config) => config.admin,
   accessLog: (config) => config.accessLog === undefined ? undefined : { format: "json", query: config.accessLog.query },
+  maxWaiting: (config) => config.maxWaiting,
   // No flag: the layer's defaults.
   maxHeaderLines: () => undefined,
   requestTimeout: () => undefined,
@@ -149,9 +186,12 @@ const fromConfig = <T>(table: FromConfig<T>, config: Config): T =>
  * @internal The proxy's layer; throws on options the structures or the proxy reject. Without a configuration
  * file, its one limit is the flags' (`rateLimit`); with one, the file's routes and default route hold the limits.
  */
-export const build = (config: Config, upstream: string) => Proxy.layer(layerOptions(config, upstream))
+export const build = (config: Config, upstream: string) => server.layerReloadable(layerOptions(config, upstream))
 
-/** @internal {@link build}'s options of `Proxy.layer`, forwarding to `upstream`. */
+/**
+ * @internal {@link build}'s options of `Proxy.layer`, forwarding to `upstream`; throws on options the structures
+ * reject.
+ */
 export const layerOptions = (config: Config, upstream: string): Proxy.LayerOptions<AnyRequirements> => ({
   upstream,
   ...fromConfig(LAYER_OPTIONS, config),
@@ -203,11 +243,88 @@ const program = (config: Config) =>
       Effect.annotateLogs("ratelimit.store", config.redis === undefined ? "embedded" : mask(config.redis))
     )
     const server = Context.get(context, Proxy.Server)
-    yield* Console.log(
+    yield* onHangup(config, upstream, Context.get(context, reload.Reloader))
+    // A worker of --workers tells the primary, which prints one banner for them all.
+    yield* workers.listening(
       banner(config, { port: server.address.port, upstream, store: store.line, admin: server.admin })
     )
     return yield* Effect.never
   }))
+
+/** The settings a reload cannot change (the server's and the store's, made once at start), by their flags. */
+const RESTART_ONLY: ReadonlyArray<readonly [string, (config: Config) => unknown]> = [
+  ["--host", (config) => config.host],
+  ["--port", (config) => config.port],
+  ["--shutdown-timeout", (config) => Duration.toMillis(config.shutdownTimeout)],
+  ["--redis", (config) => config.redis],
+  ["--store-timeout", (config) => Duration.toMillis(config.storeTimeout)],
+  ["--max-entries", (config) => config.maxEntries],
+  ["--upstream", (config) => config.upstream._tag === "Url" ? config.upstream.url : "demo"]
+]
+
+/**
+ * One reload, on SIGHUP: the command line read again (so the file is), and its configuration swapped in
+ * (./reload.ts), or refused with the reason (the file's problems, path-named, or what the proxy rejects), logged
+ * and counted. Settings that only a restart changes are named in a warning and keep their running values.
+ */
+const reloadOnce = (started: Config, upstream: string, reloader: reload.Reloader): Effect.Effect<void> =>
+  Effect.suspend(() => {
+    const file = started.configFile
+    if (file === undefined) {
+      return Effect.logInfo("proxy: SIGHUP: no configuration file to read again (--config FILE); nothing changed")
+    }
+    const refuse = (reason: string) =>
+      Effect.zipRight(
+        Metric.increment(Metric.tagged(reload.reloads, "result", "refused")),
+        Effect.logWarning(`proxy: SIGHUP: ${file} refused, the running configuration stays: ${reason}`)
+      )
+    const command = parse(process.argv.slice(2), process.env)
+    if (command._tag !== "Proxy") {
+      return refuse(command._tag === "Invalid" ? command.message.replace(/^wakuwaku proxy: /, "") : command._tag)
+    }
+    const next = { ...command.config, upstream: started.upstream }
+    let kept: ReadonlyArray<string>
+    try {
+      // The proxy runs its limits on the runtime it was built in, which provides what these need.
+      kept = reloader.reload(layerOptions(next, upstream) as Proxy.LayerOptions<never>).kept
+    } catch (error) {
+      return refuse(error instanceof Error ? error.message : String(error))
+    }
+    const unchanged = RESTART_ONLY.filter(([, of]) =>
+      JSON.stringify(of(started)) !== JSON.stringify(of(command.config))
+    )
+      .map(([flag]) => flag)
+    const routes = next.routes.length
+    return Effect.all([
+      Metric.increment(Metric.tagged(reload.reloads, "result", "applied")),
+      Effect.logInfo(
+        `proxy: SIGHUP: ${file} reloaded: ${routes} ${routes === 1 ? "route" : "routes"} and the default route; ` +
+          `kept as they were: ${kept.length === 0 ? "none" : kept.join(", ")}`
+      ),
+      unchanged.length === 0 ? Effect.void : Effect.logWarning(
+        `proxy: SIGHUP: ${unchanged.join(", ")} changed in ${file}: only a restart applies ` +
+          `${unchanged.length === 1 ? "it" : "them"}; the running ${
+            unchanged.length === 1 ? "value stays" : "values stay"
+          }`
+      )
+    ], { discard: true })
+  })
+
+/**
+ * Reloads on SIGHUP for the scope, one reload at a time (a signal during a reload is served after it). Without a
+ * handler, SIGHUP would end the process: with one, it never does.
+ */
+const onHangup = (started: Config, upstream: string, reloader: reload.Reloader) =>
+  Effect.gen(function*() {
+    const runFork = Runtime.runFork(yield* Effect.runtime<never>())
+    const one = yield* Effect.makeSemaphore(1)
+    const reloading = one.withPermits(1)(reloadOnce(started, upstream, reloader))
+    const handler = () => void runFork(reloading)
+    yield* Effect.acquireRelease(
+      Effect.sync(() => process.on("SIGHUP", handler)),
+      () => Effect.sync(() => process.off("SIGHUP", handler))
+    )
+  })
 
 /**
  * @internal What `wakuwaku proxy` prints once it listens: where, in front of what, its limit and store,
@@ -294,13 +411,25 @@ export const check = (config: Config, text: string): void => {
   process.exitCode = 1
 }
 
-/** @internal Runs `wakuwaku proxy` until SIGINT or SIGTERM. Bad options: one line on stderr, exit code 2. */
+/**
+ * @internal Runs `wakuwaku proxy` until SIGINT or SIGTERM: one process, or with `--workers` above 1 the primary
+ * of that many (./workers.ts), each worker running this again. Bad options: one line on stderr, exit code 2.
+ */
 export const run = (config: Config): void => {
   // Checks the options now (the structures and the proxy throw on bad ones), not when the first request comes.
   const reason = refused(config)
   if (reason !== undefined) {
     process.stderr.write(`wakuwaku proxy: ${reason}\n`)
     process.exitCode = 2
+    return
+  }
+  if (config.workers > 1 && !workers.isWorker()) {
+    workers.primary(config).pipe(
+      Effect.tapErrorCause((cause) =>
+        Cause.isInterruptedOnly(cause) ? Effect.void : Console.error(`wakuwaku proxy: ${workers.primaryFailure(cause)}`)
+      ),
+      NodeRuntime.runMain({ disableErrorReporting: true })
+    )
     return
   }
   program(config).pipe(

@@ -9,6 +9,7 @@
  * refusal that leaves a request body unread closing the connection after a small bound.
  */
 import * as Cause from "effect/Cause"
+import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -28,15 +29,18 @@ import type * as Redis from "../../Redis.js"
 import { positive, toMillis } from "../duration.js"
 import * as clientIp from "../http/clientIp.js"
 import * as decision from "../http/decision.js"
+import type * as denials from "../http/denials.js"
 import * as failure from "../http/failure.js"
 import { appendItem } from "../http/fields.js"
 import * as render from "../http/render.js"
 import * as shadow from "../shadow.js"
 import * as admin from "./admin.js"
+import * as delay from "./delay.js"
 import * as dispatch from "./dispatch.js"
 import * as ProxyModule from "./errors.js"
 import * as exchange from "./exchange.js"
 import * as observe from "./observe.js"
+import * as reload from "./reload.js"
 import * as routes from "./routes.js"
 import { targetPath, underBase } from "./target.js"
 
@@ -217,6 +221,8 @@ export interface RouteOptions<LR> {
   /** undici's pool to its upstream. */
   readonly pool: Pool
   readonly limit: decision.Limit<LR> | undefined
+  /** Delay mode (./delay.ts): then `limit` is its reserving limit. */
+  readonly delay: delay.Delay<LR> | undefined
   /** Each listed limiter's key, in the limit's order (shadow ones included); one when they all share it. */
   readonly keys: ReadonlyArray<Proxy.Key>
   /** Whether the limit has shadow limiters: their would-be denials are logged. */
@@ -232,6 +238,8 @@ export interface HandlerOptions<LR> {
   /** undici's pool to the upstream (the hot path), node:http's agents for what undici will not send. */
   readonly agents: { readonly pool: Pool; readonly http: Http.Agent; readonly https: Https.Agent }
   readonly limit: decision.Limit<LR> | undefined
+  /** The default route's delay (./delay.ts), if it is in delay mode: then `limit` is its reserving limit. */
+  readonly delay?: delay.Delay<LR> | undefined
   readonly key: Proxy.Key
   /** The routes, in order, tried before the default route (named `default`). */
   readonly routes?: ReadonlyArray<RouteOptions<LR>> | undefined
@@ -253,6 +261,7 @@ interface Handling<LR> {
   readonly agent: Http.Agent | Https.Agent
   readonly pool: Pool
   readonly limit: decision.Limit<LR> | undefined
+  readonly delay: delay.Delay<LR> | undefined
   /** The limit's `RateLimit-Policy`, if it has enforced limits. */
   readonly policyField: string | undefined
   /** The name (or one per listed limiter) a request is decided under. */
@@ -293,6 +302,7 @@ const handling = <LR>(
     agent: upstream.protocol === "https:" ? options.agents.https : options.agents.http,
     pool: route.pool,
     limit,
+    delay: route.delay,
     policyField: limit === undefined || limit.field === "" ? undefined : limit.field,
     names: namesOf(route.keys),
     shadows: route.shadows,
@@ -547,6 +557,43 @@ const limited = <LR>(
 }
 
 /**
+ * Delay mode (./delay.ts): keys the request, refuses a remembered denial at once, else reserves its turn and
+ * forwards it when the turn comes (or refuses it: 429, 413, or 503 past the bound of waiting requests). A
+ * client whose connection closes while it waits interrupts its fiber, which gives the turn back.
+ */
+const delayed = <LR>(
+  h: Handling<LR>,
+  d: delay.Delay<LR>,
+  request: Http.IncomingMessage,
+  response: Http.ServerResponse,
+  path: string
+): void => {
+  const headers = request.headers as Readonly<Record<string, string | undefined>>
+  const names = h.names({ remoteAddress: request.socket.remoteAddress, headers })
+  const remembered = d.limit.recall(names, 1)
+  if (remembered !== undefined) return refuse(h, request, response, remembered)
+  let settled = false
+  let gone = false
+  const cancel = h.runCallback(d.decide(names, 1), {
+    onExit: (exit) => {
+      settled = true
+      if (gone || response.destroyed) return
+      if (Exit.isFailure(exit)) return undecided(h, request, response, exit.cause)
+      const outcome = exit.value
+      if (outcome._tag === "Full") return answer(request, response, 503, d.full.headers(), d.full.body())
+      const verdict = outcome.verdict
+      if (verdict.pass && outcome.waitedMs > 0) observe.waited(response, outcome.waitedMs)
+      return verdict.pass ? forward(h, request, response, path, verdict) : refuse(h, request, response, verdict)
+    }
+  })
+  if (settled) return
+  response.once("close", () => {
+    gone = true
+    if (!settled) cancel()
+  })
+}
+
+/**
  * The routes: which route's handling a request takes, by its method, `Host` and {@link targetPath} (the
  * default's when there are no routes).
  */
@@ -570,17 +617,19 @@ const handle = <LR>(
   const h = router(request.method!, request.headers.host, target)
   observe.routed(response, h.observed)
   const path = underBase(h.upstream, target)
+  if (h.delay !== undefined) return delayed(h, h.delay, request, response, path)
   if (h.limit === undefined) return forward(h, request, response, path, undefined)
   limited(h, h.limit, request, response, path)
 }
 
-/** @internal The request handler of `Proxy.layer`. */
-export const handler = <LR>(options: HandlerOptions<LR>) => {
+/** The router of a handler's routes (the default route's handling when there are none). */
+const routerOf = <LR>(options: HandlerOptions<LR>): Router<LR> => {
   const fallback = handling(options, {
     name: "default",
     forwarding: options.forwarding,
     pool: options.agents.pool,
     limit: options.limit,
+    delay: options.delay,
     keys: [options.key],
     shadows: false
   })
@@ -588,10 +637,15 @@ export const handler = <LR>(options: HandlerOptions<LR>) => {
   const choose = routes.compile<{ readonly match?: routes.Match | undefined; readonly h: Handling<LR> }>(routed, {
     h: fallback
   })
-  const router: Router<LR> = routed.length === 0 ? () => fallback : (method, host, target) => {
+  return routed.length === 0 ? () => fallback : (method, host, target) => {
     const q = target.indexOf("?")
     return choose(method, host, q < 0 ? target : target.slice(0, q)).h
   }
+}
+
+/** @internal The request handler of `Proxy.layer` (of one configuration, never reloaded). */
+export const handler = <LR>(options: HandlerOptions<LR>) => {
+  const router = routerOf(options)
   const { maxHeaderLines, observer } = options
   return (request: Http.IncomingMessage, response: Http.ServerResponse): void =>
     handle(router, maxHeaderLines, observer, request, response)
@@ -641,7 +695,8 @@ const prepareRoute = <LR>(
   options: Proxy.LayerOptions<LR>,
   route: Proxy.Route<LR>,
   at: string,
-  defaultKey: Proxy.Key
+  defaultKey: Proxy.Key,
+  waiting: delay.Waiting
 ): Prepared<LR> => {
   if (typeof route.name !== "string" || !ROUTE_NAME.test(route.name)) {
     throw new TypeError(
@@ -650,8 +705,7 @@ const prepareRoute = <LR>(
   }
   routes.checkMatch(route.match ?? {}, at)
   const mode = route.mode ?? "enforce"
-  if (mode === "delay") delayMode(route, at)
-  if (mode !== "enforce" && mode !== "shadow") {
+  if (mode !== "enforce" && mode !== "shadow" && mode !== "delay") {
     throw new TypeError(`wakuwaku/Proxy: ${at}.mode must be enforce, shadow or delay, got ${JSON.stringify(mode)}`)
   }
   const forwarding = exchange.resolve({
@@ -661,36 +715,54 @@ const prepareRoute = <LR>(
   })
   const listed = route.limits ?? []
   if (listed.length === 0) {
-    return { name: route.name, match: route.match, forwarding, limit: undefined, keys: [], shadows: false }
+    return {
+      name: route.name,
+      match: route.match,
+      forwarding,
+      limit: undefined,
+      delay: undefined,
+      keys: [],
+      shadows: false
+    }
   }
   const onStoreFailure = options.onStoreFailure ?? options.rateLimit?.onStoreFailure
   if (onStoreFailure === undefined) {
     throw new TypeError(`wakuwaku/Proxy: ${at} has limits: give onStoreFailure (or rateLimit's)`)
   }
   const shadowed = listed.map((l) => mode === "shadow" || l.shadow === true)
-  const limit = decision.make<LR>({
+  const limitOptions: decision.LimitOptions<LR> = {
     limiter: listed.map((l, i) => shadowed[i] ? shadow.make(l.limiter) as RateLimit.Shadow<LR> : l.limiter),
     onStoreFailure,
     rememberDenials: options.rememberDenials ?? options.rateLimit?.rememberDenials,
     costs: listed.map((l) => l.cost ?? 1)
-  }, route.name)
+  }
+  const delayed = mode === "delay" ? delayOf(limitOptions, route, at, waiting) : undefined
+  const limit = delayed?.limit ?? decision.make<LR>(limitOptions, route.name)
   return {
     name: route.name,
     match: route.match,
     forwarding,
     limit,
+    delay: delayed,
     keys: listed.map((l) => l.key ?? defaultKey),
     shadows: shadowed.some((s) => s)
   }
 }
 
 /**
- * Delay mode (nginx's `burst` with `delay`): a request over the rate waits its turn, up to `maxWait`. Its
- * machinery is src/internal/proxy/delay.ts's; until it is wired here, a route in delay mode is refused when the
- * proxy is made.
+ * Delay mode (nginx's `burst` with `delay`, ./delay.ts): a request over the rate waits its turn, up to the route's
+ * `maxWait` (required), in its one limit, a token bucket (a `TypeError` otherwise).
  */
-const delayMode = (_route: Proxy.Route<unknown>, at: string): never => {
-  throw new TypeError(`wakuwaku/Proxy: ${at}.mode "delay" is not available in this build (enforce or shadow)`)
+const delayOf = <LR>(
+  limitOptions: decision.LimitOptions<LR>,
+  route: Proxy.Route<LR>,
+  at: string,
+  waiting: delay.Waiting
+): delay.Delay<LR> => {
+  if (route.maxWait === undefined) {
+    throw new TypeError(`wakuwaku/Proxy: ${at}.mode "delay" needs maxWait: the longest a request waits its turn`)
+  }
+  return delay.make(limitOptions, positive(route.maxWait, `${at}.maxWait`), waiting, route.name)
 }
 
 /** Whether a route matches every request: it has no match, or one with no field. */
@@ -702,9 +774,16 @@ const takesAll = (match: Proxy.RouteMatch | undefined): boolean =>
  * The routes of `options`, checked and made ready: names are distinct; only the last may take every request
  * (it is the default route then, and `rateLimit` would never apply); only that one may be named `default`.
  */
-const prepareRoutes = <LR>(options: Proxy.LayerOptions<LR>, defaultKey: Proxy.Key): ReadonlyArray<Prepared<LR>> => {
+const prepareRoutes = <LR>(
+  options: Proxy.LayerOptions<LR>,
+  defaultKey: Proxy.Key,
+  waiting: delay.Waiting,
+  kept: (route: Proxy.Route<LR>) => Prepared<LR> | undefined
+): ReadonlyArray<Prepared<LR>> => {
   const given = options.routes ?? []
-  const prepared = given.map((route, i) => prepareRoute(options, route, `routes[${i}]`, defaultKey))
+  const prepared = given.map((route, i) =>
+    kept(route) ?? prepareRoute(options, route, `routes[${i}]`, defaultKey, waiting)
+  )
   const seen = new Set<string>()
   given.forEach((route, i) => {
     const at = `wakuwaku/Proxy: routes[${i}]`
@@ -727,24 +806,80 @@ const prepareRoutes = <LR>(options: Proxy.LayerOptions<LR>, defaultKey: Proxy.Ke
   return prepared
 }
 
-/** One undici pool per upstream origin, for the scope. */
-const poolsFor = (upstreams: ReadonlyArray<exchange.Resolved["upstream"]>) =>
-  Effect.acquireRelease(
-    Effect.sync(() => {
-      const pools = new Map<string, Pool>()
-      for (const upstream of upstreams) {
-        if (!pools.has(upstream.origin)) pools.set(upstream.origin, dispatch.pool(upstream))
-      }
-      return pools
-    }),
-    (pools) =>
-      // Closing is all a finalizer can do: a pool that fails to close has nothing left to release.
-      Effect.promise(() => Promise.all([...pools.values()].map((pool) => pool.destroy().catch(() => undefined))))
-  )
+/** One undici pool per upstream origin, made when first needed (a reload may add origins), closed with the scope. */
+const poolRegistry = Effect.acquireRelease(
+  Effect.sync(() => {
+    const pools = new Map<string, Pool>()
+    const poolOf = (upstream: exchange.Resolved["upstream"]): Pool => {
+      let pool = pools.get(upstream.origin)
+      if (pool === undefined) pools.set(upstream.origin, pool = dispatch.pool(upstream))
+      return pool
+    }
+    return { pools, poolOf }
+  }),
+  ({ pools }) =>
+    // Closing is all a finalizer can do: a pool that fails to close has nothing left to release.
+    Effect.promise(() => Promise.all([...pools.values()].map((pool) => pool.destroy().catch(() => undefined))))
+)
 
-/** @internal */
-export const layer = <LR>(options: Proxy.LayerOptions<LR>): Layer.Layer<Proxy.Server, Proxy.ListenError, LR> => {
+/**
+ * What one configuration of `Proxy.layer` makes for requests, checked and made in full before it is used (and,
+ * on reload, before it replaces the running one: ./reload.ts).
+ */
+interface Configured<LR> {
+  readonly options: Proxy.LayerOptions<LR>
+  readonly forwarding: exchange.Resolved
+  /** The default route's limit and delay. */
+  readonly limit: decision.Limit<LR> | undefined
+  readonly delay: delay.Delay<LR> | undefined
+  readonly key: Proxy.Key
+  /** The routes, in order, with the options each was made of. */
+  readonly routes: ReadonlyArray<{ readonly source: Proxy.Route<LR>; readonly prepared: Prepared<LR> }>
+  readonly maxWaiting: number
+  readonly memories: ReadonlyArray<denials.Denials>
+}
+
+/**
+ * `options` checked and made ready (a `TypeError` or `RangeError` now). With the running configuration
+ * `previous` (a reload), the default route and each route equal to one of it are kept as they were made, with
+ * their limits' denial memory and their delay (./reload.ts).
+ */
+const prepareConfiguration = <LR>(
+  options: Proxy.LayerOptions<LR>,
+  waiting: delay.Waiting,
+  previous?: Configured<LR>
+): Configured<LR> => {
   const forwarding = exchange.resolve(options)
+  const maxWaiting = delay.validMaxWaiting(options.maxWaiting ?? delay.MAX_WAITING)
+  const rateLimit = options.rateLimit
+  const keepDefault = previous !== undefined && reload.sameRateLimit(previous.options, options)
+  const delayed = keepDefault
+    ? previous.delay
+    : rateLimit?.delay === undefined
+    ? undefined
+    : delay.make(rateLimit, positive(rateLimit.delay.maxWait, "rateLimit.delay.maxWait"), waiting)
+  const limit = keepDefault
+    ? previous.limit
+    : rateLimit === undefined
+    ? undefined
+    : delayed?.limit ?? decision.make(rateLimit)
+  const defaultKey = clientIp.resolver({ trustedProxies: options.trustedProxies })
+  const key = keepDefault ? previous.key : rateLimit?.key ?? defaultKey
+  const kept = (route: Proxy.Route<LR>) =>
+    previous?.routes.find((r) => reload.sameRoute(previous.options, r.source, options, route))?.prepared
+  const prepared = prepareRoutes(options, defaultKey, waiting, kept)
+  const routes = prepared.map((p, i) => ({ source: options.routes![i]!, prepared: p }))
+  const memories = [limit, ...prepared.map((r) => r.limit)].flatMap((l) => l?.memories ?? [])
+  return { options, forwarding, limit, delay: delayed, key, routes, maxWaiting, memories }
+}
+
+/**
+ * @internal `Proxy.layer`, which also provides its {@link reload.Reloader}: `Proxy.layer` is this layer, typed with
+ * `Proxy.Server` alone.
+ */
+export const layerReloadable = <LR>(
+  options: Proxy.LayerOptions<LR>
+): Layer.Layer<Proxy.Server | reload.Reloader, Proxy.ListenError, LR> => {
   const maxHeaderLines = options.maxHeaderLines ?? MAX_HEADER_LINES
   if (!Number.isSafeInteger(maxHeaderLines) || maxHeaderLines < 1) {
     throw new RangeError(
@@ -755,17 +890,15 @@ export const layer = <LR>(options: Proxy.LayerOptions<LR>): Layer.Layer<Proxy.Se
     toMillis(positive(options.requestTimeout ?? "300 seconds", "requestTimeout")),
     2 ** 31 - 1
   )
-  const rateLimit = options.rateLimit
-  const limit = rateLimit === undefined ? undefined : decision.make(rateLimit)
-  const defaultKey = clientIp.resolver({ trustedProxies: options.trustedProxies })
-  const key = rateLimit?.key ?? defaultKey
-  const prepared = prepareRoutes(options, defaultKey)
-  const memories = [limit, ...prepared.map((r) => r.limit)].flatMap((l) => l?.memories ?? [])
+  // The requests held waiting, bounded per server: every route in delay mode counts in it.
+  const waiting = new delay.Waiting(delay.MAX_WAITING)
+  const first = prepareConfiguration(options, waiting)
+  waiting.max = first.maxWaiting
+  // What a reload does not change (a restart does): the observation, the access log, the admin port.
   const observer = observe.make(options.accessLog)
   const adminOptions = options.admin === undefined ? undefined : admin.check(options.admin, options.port)
-  const onStoreFailure = rateLimit?.onStoreFailure ?? options.onStoreFailure
-  return Layer.scoped(
-    ProxyModule.Server,
+  const onStoreFailure = options.rateLimit?.onStoreFailure ?? options.onStoreFailure
+  return Layer.scopedContext(
     Effect.gen(function*() {
       const built = yield* Effect.runtime<LR>()
       const runtime = adminOptions === undefined ? built : admin.withMetrics(built)
@@ -775,35 +908,35 @@ export const layer = <LR>(options: Proxy.LayerOptions<LR>): Layer.Layer<Proxy.Se
       const adminAddress = adminOptions === undefined ? undefined : yield* admin.serve(adminOptions, ready)
       // Runs once the listener has drained: the access log's last lines.
       yield* Effect.addFinalizer(() => Effect.sync(() => observe.flush(observer)))
-      const pools = yield* poolsFor([forwarding.upstream, ...prepared.map((r) => r.forwarding.upstream)])
+      const { poolOf } = yield* poolRegistry
       const agents = yield* Effect.acquireRelease(
-        Effect.sync(() => ({
-          pool: pools.get(forwarding.upstream.origin)!,
-          http: new Http.Agent({ keepAlive: true }),
-          https: new Https.Agent({ keepAlive: true })
-        })),
+        Effect.sync(() => ({ http: new Http.Agent({ keepAlive: true }), https: new Https.Agent({ keepAlive: true }) })),
         (agents) =>
           Effect.sync(() => {
             agents.http.destroy()
             agents.https.destroy()
           })
       )
-      const routed = prepared.map((r) => ({ ...r, pool: pools.get(r.forwarding.upstream.origin)! }))
       let closing = false
-      const server = Http.createServer(
-        // Node checks its request timeouts every connectionsCheckingInterval (30 s by default).
-        { requestTimeout, connectionsCheckingInterval: Math.max(10, Math.min(30_000, Math.ceil(requestTimeout / 4))) },
-        handler({
-          forwarding,
-          agents,
-          limit,
-          key,
-          routes: routed,
+      const routerFor = (c: Configured<LR>): Router<LR> =>
+        routerOf({
+          forwarding: c.forwarding,
+          agents: { ...agents, pool: poolOf(c.forwarding.upstream) },
+          limit: c.limit,
+          delay: c.delay,
+          key: c.key,
+          routes: c.routes.map(({ prepared }) => ({ ...prepared, pool: poolOf(prepared.forwarding.upstream) })),
           maxHeaderLines,
           runtime,
           closing: () => closing,
           observer
         })
+      // The one reference a reload swaps: each request reads it once, on arrival.
+      let current = { configured: first, router: routerFor(first) }
+      const server = Http.createServer(
+        // Node checks its request timeouts every connectionsCheckingInterval (30 s by default).
+        { requestTimeout, connectionsCheckingInterval: Math.max(10, Math.min(30_000, Math.ceil(requestTimeout / 4))) },
+        (request, response) => handle(current.router, maxHeaderLines, observer, request, response)
       )
       configure(server)
       // Decided before the body is invited: `100 Continue` only once the limit lets the request through.
@@ -816,14 +949,37 @@ export const layer = <LR>(options: Proxy.LayerOptions<LR>): Layer.Layer<Proxy.Se
         ready.serving = true
         yield* Effect.addFinalizer(() => admin.unready(adminOptions, ready))
       }
-      return {
+      const reloader: reload.Reloader = {
+        reload: (next) => {
+          // Made in full (or thrown) before anything changes.
+          const previous = current.configured
+          const configured = prepareConfiguration(next as Proxy.LayerOptions<LR>, waiting, previous)
+          const router = routerFor(configured)
+          current = { configured, router }
+          waiting.max = configured.maxWaiting
+          return {
+            kept: [
+              ...(configured.limit !== undefined && configured.limit === previous.limit ? ["default"] : []),
+              ...configured.routes.filter((r) => previous.routes.some((p) => p.prepared === r.prepared)).map((r) =>
+                r.prepared.name
+              )
+            ]
+          }
+        }
+      }
+      return Context.make(ProxyModule.Server, {
         address,
         admin: adminAddress,
-        denials: () => memories.reduce((n, memory) => n + memory.size, 0)
-      }
+        denials: () => current.configured.memories.reduce((n, memory) => n + memory.size, 0),
+        waiting: () => waiting.count
+      }).pipe(Context.add(reload.Reloader, reloader))
     })
   )
 }
+
+/** @internal */
+export const layer = <LR>(options: Proxy.LayerOptions<LR>): Layer.Layer<Proxy.Server, Proxy.ListenError, LR> =>
+  layerReloadable(options)
 
 /** @internal */
 export const headerKey = (name: string, options?: { readonly orElse?: Proxy.Key | undefined }): Proxy.Key =>
