@@ -159,7 +159,7 @@ describe("a file that does not decode: every problem, its path first, with what 
     })).toEqual([
       "rotues: unknown field (did you mean routes?); expected $schema, host, port, shutdownTimeout, upstream, " +
       "timeout, trustedProxies, ipv6Prefix, redis, storeTimeout, onStoreFailure, maxEntries, rememberDenials, " +
-      "routes or default",
+      "workers, maxWaiting, routes or default",
       "routes[0].limits[0].refil: unknown field (did you mean refill?); expected name, algorithm, capacity, " +
       "refill, key or cost",
       "routes[1].name: is missing: expected a name of 1 to 64 letters, digits, '_', '.' or '-'",
@@ -214,6 +214,7 @@ describe("a file that does not decode: every problem, its path first, with what 
       "(they share its keys in the store)",
       "routes[2].name: \"default\" is the default route's name: choose another",
       "routes[2].mode: delay needs maxWait: the longest a request waits its turn",
+      "routes[2].limits: delay waits each request's turn in one limit: expected one limit, got 0",
       "routes[3].maxWait: applies to mode delay only, not enforce"
     ])
   })

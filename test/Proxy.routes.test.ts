@@ -372,19 +372,6 @@ describe("modes: shadow routes and shadow limits", () => {
     expect(wouldDeny(stricter.namespace, "api")).toBe(2)
     expect(await peek(stricter, "127.0.0.1")).toBe(0)
   })
-
-  it("delay mode is refused when the proxy is made, until it lands", () => {
-    expect(() =>
-      Proxy.layer({
-        upstream: "http://127.0.0.1:1",
-        port: 0,
-        onStoreFailure: "fail-closed",
-        routes: [{ name: "slow", match: { prefix: "/" }, mode: "delay", maxWait: "1 second" }]
-      })
-    ).toThrow(
-      new TypeError("wakuwaku/Proxy: routes[0].mode \"delay\" is not available in this build (enforce or shadow)")
-    )
-  })
 })
 
 describe("routes refused when the proxy is made", () => {

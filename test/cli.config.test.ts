@@ -25,7 +25,7 @@ const fileWith = (name: string, contents: unknown): string => {
 }
 
 describe("--check-config FILE: checks, prints, exits (as nginx -t)", () => {
-  it("a valid file: what it holds on stdout, exit 0; problems on stderr, exit 1; delay refused as the proxy would", async () => {
+  it("a valid file: what it holds on stdout, exit 0; problems on stderr, exit 1; a delay route without its one limit refused as the proxy would", async () => {
     const good = fileWith("good.json", {
       upstream: "http://127.0.0.1:3000",
       routes: [
@@ -73,8 +73,8 @@ describe("--check-config FILE: checks, prints, exits (as nginx -t)", () => {
     expect(delayed).toMatchObject({
       code: 1,
       stdout: "",
-      stderr: "wakuwaku proxy: wakuwaku/Proxy: routes[0].mode \"delay\" is not available in this build (enforce or " +
-        "shadow)\n"
+      stderr: `wakuwaku proxy: ${delay}: 1 problem\n` +
+        "  routes[0].limits: delay waits each request's turn in one limit: expected one limit, got 0\n"
     })
   })
 })
