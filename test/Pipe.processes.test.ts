@@ -14,18 +14,25 @@ import { Pipe } from "wakuwaku"
 import { freshNamespace, RedisLive, redisUrl } from "./support/redis.js"
 import { nodeArgs } from "./support/spawn.js"
 
-const receiverScript = fileURLToPath(new URL("./support/pipeReceiver.ts", import.meta.url))
+/**
+ * Bundled here, before the test: bundling blocks this thread for a second or more (longer under CI's load),
+ * and in the test it stopped the sender's heartbeat long enough for the waiting messages to expire.
+ */
+const receiverArgs = nodeArgs(fileURLToPath(new URL("./support/pipeReceiver.ts", import.meta.url)))
 const raw = new IORedis(redisUrl)
 afterAll(() => raw.quit())
 
 const MESSAGES = 400
-const TTL = 1000
+/** Long enough that this thread or a receiver starved of CPU by the rest of the suite still beats and renews. */
+const TTL = 2000
+/** How long a receiver may go without the line awaited before the test fails, saying where it stopped. */
+const STALL = 40_000
 
 /** A receiver process, its stdout lines (awaitable), and its exit. */
 const start = (args: ReadonlyArray<string | number>) => {
   const child: ChildProcessWithoutNullStreams = spawn(
     process.execPath,
-    [...nodeArgs(receiverScript), ...args.map(String)],
+    [...receiverArgs, ...args.map(String)],
     { stdio: ["pipe", "pipe", "pipe"] }
   )
   let stderr = ""
@@ -41,12 +48,19 @@ const start = (args: ReadonlyArray<string | number>) => {
   })
   // "close", not "exit": it comes once stdout has ended, so every line the process printed has been seen.
   const exited = new Promise<number | null>((resolve) => child.on("close", (code) => resolve(code)))
+  let last = "(none)"
+  createInterface({ input: child.stdout }).on("line", (line) => (last = line))
   return {
-    line: (test: (line: string) => boolean) =>
-      Promise.race([
+    line: (test: (line: string) => boolean) => {
+      let timer: ReturnType<typeof setTimeout> | undefined
+      return Promise.race([
         new Promise<void>((resolve) => waiting.push({ test, resolve })),
-        exited.then((code) => Promise.reject(new Error(`receiver exited ${code}: ${stderr}`)))
-      ]),
+        exited.then((code) => Promise.reject(new Error(`receiver exited ${code}: ${stderr}`))),
+        new Promise<never>((_, reject) => {
+          timer = setTimeout(() => reject(new Error(`receiver stalled ${STALL} ms after the line ${last}`)), STALL)
+        })
+      ]).finally(() => clearTimeout(timer))
+    },
     kill: async () => {
       child.kill("SIGKILL")
       await exited
@@ -71,11 +85,12 @@ describe("Pipe across OS processes", () => {
       const run = <A, E>(effect: Effect.Effect<A, E, Pipe.Requirements>) =>
         effect.pipe(Effect.provide(RedisLive), Effect.runPromise)
       // Every message waits in Redis from the start, kept there by the sender's heartbeat (a receiver
-      // process takes longer than a TTL to start); the pipe is closed once the last one is being handled.
+      // process takes longer than a TTL to start), beating from before the first send so that no gap
+      // lets them expire; the pipe is closed once the last one is being handled.
+      const heartbeat = Effect.runFork(Pipe.heartbeat(P, name, "200 millis").pipe(Effect.provide(RedisLive)))
       await run(Effect.gen(function*() {
         for (let n = 0; n < MESSAGES; n++) yield* P.send(name, { n })
       }))
-      const heartbeat = Effect.runFork(Pipe.heartbeat(P, name).pipe(Effect.provide(RedisLive)))
 
       const inFlightAtKill: Array<Array<string>> = []
       const killAfter = async (receiver: ReturnType<typeof start>, reached: Promise<void>, pause: number) => {
