@@ -716,6 +716,12 @@ export interface MetricNames {
   readonly upstreamDuration: "wakuwaku_proxy_upstream_duration_seconds"
   readonly delayed: "wakuwaku_proxy_delayed"
   readonly delayWait: "wakuwaku_proxy_delay_wait_seconds"
+  /** `wakuwaku proxy --workers`: the primary's count of workers replaced ({@link workerRestarts}). */
+  readonly workerRestarts: "wakuwaku_proxy_worker_restarts"
+  /** `wakuwaku proxy --workers`: a gauge of each scrape, the workers serving the port. */
+  readonly workers: "wakuwaku_proxy_workers"
+  /** `wakuwaku proxy --workers`: a gauge of each scrape, the workers that did not answer it in time. */
+  readonly workersUnanswered: "wakuwaku_proxy_workers_unanswered"
 }
 
 /**
@@ -771,3 +777,13 @@ export const delayed: Metric.Metric.Counter<number> = internalMetrics.delayed
  * @category metrics
  */
 export const delayWait: Metric.Metric.Histogram<number> = internalMetrics.delayWait
+
+/**
+ * Worker processes of `wakuwaku proxy --workers N` that died and were replaced: a counter without labels, kept
+ * by the primary, which shows it on the one admin port beside the workers' metrics added up. A worker's counters
+ * die with it (the sums drop by its share, which Prometheus's `rate()` reads as a reset): this counter says when.
+ *
+ * @since 0.2.0
+ * @category metrics
+ */
+export const workerRestarts: Metric.Metric.Counter<number> = internalMetrics.workerRestarts

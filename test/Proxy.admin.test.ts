@@ -15,6 +15,7 @@ import { RedisServer } from "wakuwaku/testing"
 import * as accessLog from "../src/internal/proxy/accessLog.js"
 import { parse } from "../src/internal/proxy/cli.js"
 import * as prometheus from "../src/internal/proxy/prometheus.js"
+import * as snapshot from "../src/internal/proxy/snapshot.js"
 import { request, startProxy, upstream } from "./support/proxy.js"
 import { freshNamespace, redisUrl } from "./support/redis.js"
 
@@ -251,6 +252,72 @@ describe("the Prometheus text of Effect's registry", () => {
         metrics: [{ quantiles: { "0.5": "4" }, count: "1", sum: "4" }]
       },
       { name: `${ns}_words_total`, help: "", type: "COUNTER", metrics: [{ value: "1", labels: { key: "yes" } }] }
+    ])
+  })
+})
+
+describe("the registries of several processes, added up (wakuwaku proxy --workers)", () => {
+  it("every kind crosses JSON and merges by series: counters, gauges, histograms, frequencies added", () => {
+    const ns = freshNamespace("merge").replace(/-/g, "_")
+    const counter = Metric.counter(`${ns}_hits`, { incremental: true })
+    const big = Metric.counter(`${ns}_big`, { bigint: true, incremental: true })
+    const gauge = Metric.gauge(`${ns}_gauge`)
+    const histogram = Metric.histogram(`${ns}_seconds`, MetricBoundaries.fromIterable([0.1, 1]))
+    const frequency = Metric.frequency(`${ns}_words`)
+    const summary = Metric.summary({
+      name: `${ns}_summary`,
+      maxAge: "1 minute",
+      maxSize: 10,
+      error: 0.01,
+      quantiles: [0.5]
+    })
+    const a = [MetricLabel.make("route", "a")]
+    const b = [MetricLabel.make("route", "b")]
+    counter.unsafeUpdate(2, a)
+    big.unsafeUpdate(2n ** 60n, [])
+    gauge.unsafeUpdate(7.5, [])
+    histogram.unsafeUpdate(0.05, [])
+    frequency.unsafeUpdate("yes", [])
+    summary.unsafeUpdate(4, [])
+    /** This process's series of this test, as the primary receives a worker's (JSON over IPC). */
+    const take = () =>
+      JSON.parse(JSON.stringify(snapshot.take().filter((s) => s.name.startsWith(ns)))) as Array<snapshot.Series>
+    const first = take()
+    counter.unsafeUpdate(3, a)
+    counter.unsafeUpdate(1, b)
+    histogram.unsafeUpdate(5, [])
+    frequency.unsafeUpdate("no", [])
+    summary.unsafeUpdate(6, [])
+    const second = take()
+    const families = parsePrometheus(prometheus.render(snapshot.toPairs(snapshot.merge([first, second]))))
+    expect(families.map((f) => ({ ...f }))).toEqual([
+      { name: `${ns}_big_total`, help: "", type: "COUNTER", metrics: [{ value: String(2n ** 61n) }] },
+      { name: `${ns}_gauge`, help: "", type: "GAUGE", metrics: [{ value: "15" }] },
+      {
+        name: `${ns}_hits_total`,
+        help: "",
+        type: "COUNTER",
+        metrics: [{ value: "7", labels: { route: "a" } }, { value: "1", labels: { route: "b" } }]
+      },
+      {
+        name: `${ns}_seconds`,
+        help: "",
+        type: "HISTOGRAM",
+        metrics: [{ buckets: { "0.1": "2", "1": "2", "+Inf": "3" }, count: "3", sum: "5.1" }]
+      },
+      // Quantiles of two processes do not add up: unknown; the count and the sum do.
+      {
+        name: `${ns}_summary`,
+        help: "",
+        type: "SUMMARY",
+        metrics: [{ quantiles: { "0.5": "NaN" }, count: "3", sum: "14" }]
+      },
+      {
+        name: `${ns}_words_total`,
+        help: "",
+        type: "COUNTER",
+        metrics: [{ value: "2", labels: { key: "yes" } }, { value: "1", labels: { key: "no" } }]
+      }
     ])
   })
 })

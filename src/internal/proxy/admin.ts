@@ -61,6 +61,11 @@ export const check = (options: Proxy.AdminOptions, publicPort: number): Admin =>
   return { port, host: options.host ?? DEFAULT_HOST, drainDelayMs }
 }
 
+/** @internal The banner's line for the admin port at `address`. */
+export const bannerLine = (address: Proxy.Address): string =>
+  `  admin:    http://${address.host.includes(":") ? `[${address.host}]` : address.host}:${address.port}/metrics, ` +
+  "/healthz, /readyz"
+
 /** @internal What `/readyz` reads: whether the public listener serves, the store, the store-failure policy. */
 export interface Readiness {
   /** False until the public listener is up, and from the start of shutdown. */
@@ -87,8 +92,11 @@ export const withMetrics = <R>(runtime: Runtime.Runtime<R>): Runtime.Runtime<R> 
 const PING = (store: Redis.Service) =>
   store.command("PING", []).pipe(Effect.timeout(READY_TIMEOUT), Effect.exit, Effect.map(Exit.isSuccess))
 
-/** `/readyz`'s status and text, then `reply` with them. */
-const ready = (state: Readiness, reply: (status: number, text: string) => void): void => {
+/** @internal How an answer of `/readyz` is given: its status and text. */
+export type ReadyReply = (status: number, text: string) => void
+
+/** @internal `/readyz`'s status and text for this process, then `reply` with them. */
+export const ready = (state: Readiness, reply: ReadyReply): void => {
   if (!state.serving) return reply(503, "not ready: not serving (starting or shutting down)\n")
   const { mode, store } = state
   if (store === undefined) return reply(200, "ready\n")
@@ -110,8 +118,33 @@ const send = (response: Http.ServerResponse, status: number, type: string, body:
   response.end(head ? undefined : body)
 }
 
+/**
+ * @internal What the admin port serves: `/metrics`' text and `/readyz`'s answer, given to a callback. One process's
+ * ({@link local}), or with `--workers` the primary's, which asks its workers (./fleet.ts).
+ */
+export interface Source {
+  readonly metrics: (reply: (text: string) => void) => void
+  readonly ready: (reply: ReadyReply) => void
+}
+
+/** @internal This process's registry and readiness. */
+export const local = (state: Readiness): Source => ({
+  metrics: (reply) => reply(prometheus.render()),
+  ready: (reply) => ready(state, reply)
+})
+
+/**
+ * @internal How `Proxy.layer` offers its admin state for the scope: on a port of its own ({@link serve}, by
+ * default), or, in a worker of `wakuwaku proxy --workers`, to the primary, which serves the one admin port
+ * (./fleet.ts); then there is no address.
+ */
+export type Expose = (
+  admin: Admin,
+  state: Readiness
+) => Effect.Effect<Proxy.Address | undefined, Proxy.ListenError, Scope.Scope>
+
 /** @internal The admin server's handler. */
-export const handler = (state: Readiness) => (request: Http.IncomingMessage, response: Http.ServerResponse) => {
+export const handler = (source: Source) => (request: Http.IncomingMessage, response: Http.ServerResponse) => {
   const url = request.url ?? "/"
   const path = url.split("?", 1)[0]
   const head = request.method === "HEAD"
@@ -123,16 +156,22 @@ export const handler = (state: Readiness) => (request: Http.IncomingMessage, res
     response.setHeader("allow", "GET, HEAD")
     return text(405, "method not allowed: GET or HEAD\n")
   }
-  if (path === "/metrics") return send(response, 200, prometheus.CONTENT_TYPE, prometheus.render(), head)
+  if (path === "/metrics") return source.metrics((body) => send(response, 200, prometheus.CONTENT_TYPE, body, head))
   if (path === "/healthz") return text(200, "ok\n")
-  ready(state, text)
+  source.ready(text)
 }
 
-/** @internal Serves the admin port for the scope (a `ListenError` if it cannot); closed when the scope closes. */
-export const serve = (admin: Admin, state: Readiness): Effect.Effect<Proxy.Address, Proxy.ListenError, Scope.Scope> =>
+/**
+ * @internal Serves the admin port for the scope (a `ListenError` if it cannot), with this process's registry and
+ * readiness, or `source`'s; closed when the scope closes.
+ */
+export const serve = (
+  admin: Pick<Admin, "port" | "host">,
+  state: Readiness | Source
+): Effect.Effect<Proxy.Address, Proxy.ListenError, Scope.Scope> =>
   Effect.acquireRelease(
     Effect.async<{ readonly server: Http.Server; readonly address: Proxy.Address }, Proxy.ListenError>((resume) => {
-      const server = Http.createServer(handler(state))
+      const server = Http.createServer(handler("metrics" in state ? state : local(state)))
       const onError = (cause: Error) =>
         resume(Effect.fail(new errors.ListenError({ port: admin.port, host: admin.host, cause })))
       server.once("error", onError)

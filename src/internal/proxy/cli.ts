@@ -137,7 +137,8 @@ const SECTIONS: ReadonlyArray<{ readonly title: string; readonly flags: Readonly
         env: "WAKUWAKU_WORKERS",
         default: "1",
         help: "processes serving the port (node:cluster), or auto (one per core);\n" +
-          "more than 1 shares the limits through --redis, and needs it"
+          "more than 1 shares the limits through --redis, and needs it;\n" +
+          "one --admin-port for them all, whose /metrics adds theirs up"
       }
     ]
   },

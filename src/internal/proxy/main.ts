@@ -20,10 +20,12 @@ import * as failure from "../http/failure.js"
 import type { AnyRequirements } from "../limiter.js"
 import { acquireTolerant } from "../redis.js"
 import { mask } from "../url.js"
+import * as admin from "./admin.js"
 import { type Config, parse } from "./cli.js"
 import type * as configFile from "./config.js"
 import { describeRoute } from "./config.js"
 import { demoUpstream } from "./demo.js"
+import * as fleet from "./fleet.js"
 import * as reload from "./reload.js"
 import * as server from "./server.js"
 import { parseUpstream, upstreamPath } from "./target.js"
@@ -186,7 +188,9 @@ const fromConfig = <T>(table: FromConfig<T>, config: Config): T =>
  * @internal The proxy's layer; throws on options the structures or the proxy reject. Without a configuration
  * file, its one limit is the flags' (`rateLimit`); with one, the file's routes and default route hold the limits.
  */
-export const build = (config: Config, upstream: string) => server.layerReloadable(layerOptions(config, upstream))
+export const build = (config: Config, upstream: string) =>
+  // A worker of --workers offers its metrics and readiness to the primary, which serves the one admin port.
+  server.layerReloadable(layerOptions(config, upstream), workers.isWorker() ? fleet.answer : admin.serve)
 
 /**
  * @internal {@link build}'s options of `Proxy.layer`, forwarding to `upstream`; throws on options the structures
@@ -371,9 +375,7 @@ export const banner = (
     }`,
     ...limits,
     `  store:    ${running.store}`,
-    ...(running.admin === undefined ? [] : [
-      `  admin:    http://${hostForUrl(running.admin.host)}:${running.admin.port}/metrics, /healthz, /readyz`
-    ]),
+    ...(running.admin === undefined ? [] : [admin.bannerLine(running.admin)]),
     ...(config.accessLog === undefined ? [] : [
       `  log:      one JSON line per request on stdout${config.accessLog.query ? ", with its query string" : ""}`
     ]),

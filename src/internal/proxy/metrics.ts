@@ -13,7 +13,10 @@ export const MetricName = {
   inFlight: "wakuwaku_proxy_requests_in_flight",
   upstreamDuration: "wakuwaku_proxy_upstream_duration_seconds",
   delayed: "wakuwaku_proxy_delayed",
-  delayWait: "wakuwaku_proxy_delay_wait_seconds"
+  delayWait: "wakuwaku_proxy_delay_wait_seconds",
+  workerRestarts: "wakuwaku_proxy_worker_restarts",
+  workers: "wakuwaku_proxy_workers",
+  workersUnanswered: "wakuwaku_proxy_workers_unanswered"
 } as const
 
 /** From 1 ms, doubling 16 times (about 33 s), then +Inf. */
@@ -49,3 +52,15 @@ export const delayWait: Metric.Metric.Histogram<number> = Metric.histogram(
   seconds,
   "Time delay-mode requests waited for their turn, in seconds, by route"
 )
+
+/** @internal Workers of `wakuwaku proxy --workers` that died and were replaced, counted by the primary (no label). */
+export const workerRestarts: Metric.Metric.Counter<number> = Metric.counter(MetricName.workerRestarts, {
+  description: "Worker processes of the proxy that died and were replaced (--workers)",
+  incremental: true
+})
+
+/** @internal The descriptions of the two gauges the primary of `--workers` adds to each scrape (./fleet.ts). */
+export const scrapeGauges = {
+  workers: "Worker processes serving the port when /metrics was read (--workers); the sums are theirs",
+  workersUnanswered: "Of those workers, those that did not answer this scrape in time: their counts are missing from it"
+} as const

@@ -875,10 +875,12 @@ const prepareConfiguration = <LR>(
 
 /**
  * @internal `Proxy.layer`, which also provides its {@link reload.Reloader}: `Proxy.layer` is this layer, typed with
- * `Proxy.Server` alone.
+ * `Proxy.Server` alone. With `admin`, `expose` offers the admin state: on a port of its own by default; a worker of
+ * `wakuwaku proxy --workers` offers it to the primary instead (./fleet.ts).
  */
 export const layerReloadable = <LR>(
-  options: Proxy.LayerOptions<LR>
+  options: Proxy.LayerOptions<LR>,
+  expose: admin.Expose = admin.serve
 ): Layer.Layer<Proxy.Server | reload.Reloader, Proxy.ListenError, LR> => {
   const maxHeaderLines = options.maxHeaderLines ?? MAX_HEADER_LINES
   if (!Number.isSafeInteger(maxHeaderLines) || maxHeaderLines < 1) {
@@ -905,7 +907,7 @@ export const layerReloadable = <LR>(
       const mode = onStoreFailure === undefined ? undefined : failure.fromOption(onStoreFailure).mode
       const ready = admin.readiness(runtime, mode)
       // Opened first, so it closes last: /readyz says 503 all through the drain.
-      const adminAddress = adminOptions === undefined ? undefined : yield* admin.serve(adminOptions, ready)
+      const adminAddress = adminOptions === undefined ? undefined : yield* expose(adminOptions, ready)
       // Runs once the listener has drained: the access log's last lines.
       yield* Effect.addFinalizer(() => Effect.sync(() => observe.flush(observer)))
       const { poolOf } = yield* poolRegistry
