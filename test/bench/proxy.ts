@@ -11,7 +11,13 @@
  *   @fastify/http-proxy (`fastifyProxy.ts`) with its memory store and with its Redis store; the built
  *   `wakuwaku proxy` (`node dist/bin.js proxy`) on its embedded store and with `--redis`, and on its embedded
  *   store with the admin port on (`--admin-port 0`: its metrics, the library's telemetry metrics among them)
- *   and with the access log on (`--access-log json`, stdout to a file). Every limit
+ *   and with the access log on (`--access-log json`, stdout to a file); on its embedded store with `--config` and
+ *   `--admin-port 0`, a file of 20 routes (twentyRoutes.ts's, each with an allow-everything limit, every fourth
+ *   with an allow-everything shadow limit too), wrk asking for a path that goes through the first 19 and takes
+ *   the 20th (1 limit + 1 shadow; checked on /metrics after the warm-up); and `--redis` with `--workers 1` and
+ *   `--workers 2` (node:cluster; the embedded store refuses more than one worker), whose CPU is the whole
+ *   process tree's (the primary and its workers; wrk runs on the same cores). With `--base DIR` (below), the
+ *   embedded and `--redis` rows of another checkout too. Every limit
  *   allows everything (a token bucket of 10^9 refilled 10^9 per second, nginx's 10^6 r/s with a burst), so
  *   every request is counted and forwarded. The Redis contenders share one throwaway redis-server.
  * - **Throughput and CPU**: `wrk -t1 -c32 -d<s>s` per contender per round after one warm-up; CPU per
@@ -26,23 +32,38 @@
  * - **Middleware**: an @effect/platform-node `HttpServer` app answering a fixed text, with and without
  *   `RateLimit.middleware` (embedded store, allow-everything), `wrk -t1 -c32`: CPU per request of each.
  *
- * `--only TEXT[,TEXT]`: only the contenders whose label contains one of the texts, beside direct (the
- * p50s, floods, middleware apps and targets are then left out); with `--rounds N`: to compare a few rows with
- * more rounds.
+ * `--only TEXT[,TEXT]`: only the contenders whose label contains one of the texts (a text that ends with `$`:
+ * whose label ends with it, as `'embedded store$'` picks the single rule's row, not those that add to it),
+ * beside direct (the p50s, floods, middleware apps and targets are then left out; the lines of the admin port,
+ * the access log, the 20 routes, the workers and `--base` stay, for the rows that are there); with `--rounds N`:
+ * to compare a few rows with more rounds. A `--base` row is picked with its row of this tree (`--only
+ * embedded,redis`: the base rows too).
+ *
+ * `--base DIR`: issue 24's "within 5% of before". DIR is another checkout of the project with dist/ built
+ * (`npm ci && npm run build` there); its CLI (`node DIR/dist/bin.js proxy`) runs as two more contenders,
+ * "`wakuwaku proxy` (base), embedded store" and "`wakuwaku proxy --redis` (base)", with the same arguments as
+ * this tree's two rows (only flags the CLI had before issue 24; its `--redis` row under another namespace of
+ * the same length), in the same rounds; then a table of today / base (throughput, CPU µs per request) and a
+ * verdict per store: within 5% (throughput ≥ 0.95×, CPU per request ≤ 1.05×).
+ *
+ * The targets of issue 28 §7 printed after the table: 20 routes with the admin port ≥ 0.95× the single rule's
+ * throughput (embedded store); the access log's cost (CPU µs per request over the embedded row's, throughput
+ * ratio); `--workers 2` against `--workers 1` (measured, no target). Delay mode's memory is proxyDelay.ts.
  *
  * `--quick`: one round of 2 s runs. The full run: 3 rounds of 4 s (a few minutes in all), the middleware
  * apps 7 (their differences are a few µs in about 100), in an order that rotates. The CPU other processes
  * used during the measurement is printed at the end.
  */
-import { type ChildProcess, spawn, type SpawnOptionsWithStdioTuple } from "node:child_process"
-import { existsSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs"
-import { connect, createConnection, createServer } from "node:net"
+import { spawn } from "node:child_process"
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { createConnection } from "node:net"
 import { availableParallelism, tmpdir } from "node:os"
-import { delimiter, dirname, join } from "node:path"
-import { fileURLToPath } from "node:url"
+import { dirname, join, resolve } from "node:path"
 import { attack } from "../load/attack.js"
 import { metrics } from "../load/report.js"
 import { clockTicks, machineTicks, median, otherCpuLine, processTicks, stat, treeTicks } from "./measure.js"
+import { freePort, listening, onPath, printed, type Running, start, stop } from "./servers.js"
+import { LAST_PATH, TWENTY } from "./twentyRoutes.js"
 
 const QUICK = process.argv.includes("--quick")
 const roundsArg = process.argv.indexOf("--rounds")
@@ -57,94 +78,20 @@ const FIXED_MS = QUICK ? 2000 : 3000
 const onlyArg = process.argv.indexOf("--only")
 /** `--only`'s texts; undefined: every contender, and every part of the bench. */
 const ONLY = onlyArg < 0 ? undefined : (process.argv[onlyArg + 1] ?? "").split(",").filter((t) => t !== "")
-const wanted = (label: string) =>
-  ONLY === undefined || label.startsWith("direct") || ONLY.some((t) => label.includes(t))
-const ROOT = fileURLToPath(new URL("../../", import.meta.url))
-const NGINX = ["nginx", "/usr/sbin/nginx"].find((binary) =>
-  binary.includes("/") ?
-    existsSync(binary) :
-    (process.env["PATH"] ?? "").split(delimiter).some((dir) => dir !== "" && existsSync(join(dir, binary)))
-)
+/** Whether `--only`'s text picks a label: contained in it, or, a text ending with `$`, ending it. */
+const picks = (text: string, label: string) =>
+  text.endsWith("$") ? label.endsWith(text.slice(0, -1)) : label.includes(text)
+const wanted = (label: string) => ONLY === undefined || label.startsWith("direct") || ONLY.some((t) => picks(t, label))
+const baseArg = process.argv.indexOf("--base")
+/** `--base DIR`: another checkout of the project, with dist/ built, whose `wakuwaku proxy` is measured beside. */
+const BASE = baseArg < 0 ? undefined : resolve(process.argv[baseArg + 1] ?? "")
+if (BASE !== undefined && !existsSync(join(BASE, "dist/bin.js"))) {
+  throw new Error(`--base ${BASE}: no dist/bin.js there (run npm run build in it)`)
+}
+const NGINX = ["nginx", "/usr/sbin/nginx"].find((binary) => binary.includes("/") ? existsSync(binary) : onPath(binary))
 
 // ---------------------------------------------------------------------------------------------------
 // Processes
-
-const onPath = (binary: string) =>
-  (process.env["PATH"] ?? "").split(delimiter).some((dir) => dir !== "" && existsSync(join(dir, binary)))
-
-interface Running {
-  readonly child: ChildProcess
-  readonly pid: number
-  readonly output: () => string
-}
-
-/**
- * Spawns a server that dies with this process (setpriv --pdeathsig), keeping its output; its stdout to the file
- * `stdoutTo` when given (an access log), kept out of this process.
- */
-const start = (
-  command: string,
-  args: ReadonlyArray<string>,
-  env: NodeJS.ProcessEnv = process.env,
-  stdoutTo?: string
-): Running => {
-  const options: SpawnOptionsWithStdioTuple<"ignore", "pipe", "pipe"> = {
-    cwd: ROOT,
-    env,
-    stdio: ["ignore", stdoutTo === undefined ? "pipe" : openSync(stdoutTo, "w") as unknown as "pipe", "pipe"]
-  }
-  const child = onPath("setpriv")
-    ? spawn("setpriv", ["--pdeathsig", "SIGKILL", "--", command, ...args], options)
-    : spawn(command, args, options)
-  let output = ""
-  child.stdout?.on("data", (chunk: Buffer) => (output = (output + chunk.toString()).slice(-4000)))
-  child.stderr?.on("data", (chunk: Buffer) => (output = (output + chunk.toString()).slice(-4000)))
-  if (child.pid === undefined) throw new Error(`could not start ${command}`)
-  return { child, pid: child.pid, output: () => output }
-}
-
-const stop = (running: Running): Promise<void> =>
-  new Promise((resolve) => {
-    if (running.child.exitCode !== null || running.child.signalCode !== null) return resolve()
-    const timer = setTimeout(() => running.child.kill("SIGKILL"), 5000)
-    running.child.once("exit", () => {
-      clearTimeout(timer)
-      resolve()
-    })
-    running.child.kill("SIGTERM")
-  })
-
-const freePort = (): Promise<number> =>
-  new Promise((resolve, reject) => {
-    const server = createServer()
-    server.once("error", reject)
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address()
-      const port = typeof address === "object" && address !== null ? address.port : 0
-      server.close(() => resolve(port))
-    })
-  })
-
-/** Resolves once something accepts connections on the port; fails if the process exits or 15 s pass. */
-const listening = async (running: Running, port: number, what: string): Promise<void> => {
-  const deadline = Date.now() + 15_000
-  for (;;) {
-    if (running.child.exitCode !== null) {
-      throw new Error(`${what} exited with ${running.child.exitCode}: ${running.output()}`)
-    }
-    const ok = await new Promise<boolean>((resolve) => {
-      const socket = connect(port, "127.0.0.1")
-      socket.once("connect", () => {
-        socket.destroy()
-        resolve(true)
-      })
-      socket.once("error", () => resolve(false))
-    })
-    if (ok) return
-    if (Date.now() > deadline) throw new Error(`${what} did not listen on ${port} within 15 s: ${running.output()}`)
-    await new Promise((resolve) => setTimeout(resolve, 50))
-  }
-}
 
 /** utime + stime of this process's reaped children (wrk), in clock ticks: fields 16 and 17 of /proc/self/stat. */
 const childrenTicks = (): number => {
@@ -264,6 +211,8 @@ interface Contender {
   readonly running: Running | undefined
   /** Whether its store is the shared redis-server, whose CPU is then reported with it. */
   readonly redis: boolean
+  /** Whether its CPU is its whole process tree's (`--workers 2`: the primary and its workers), not one process's. */
+  readonly tree: boolean
   readonly rounds: Array<{ readonly rps: number; readonly cpuUs: number; readonly redisCpuUs: number }>
 }
 
@@ -276,17 +225,83 @@ interface Flood {
 }
 
 const wrkRound = async (c: Contender, redisPid: number, ticksPerSecond: number) => {
-  const before = c.running === undefined ? 0 : processTicks(c.running.pid)
+  const ticks = (pid: number) => c.tree ? treeTicks(pid) : processTicks(pid)
+  const before = c.running === undefined ? 0 : ticks(c.running.pid)
   const redisBefore = processTicks(redisPid)
   const w = await wrk(c.url, WRK_SECONDS)
   const perRequest = (ticks: number) => (ticks / ticksPerSecond) * 1e6 / w.requests
   const sample = {
     rps: w.requestsPerSecond,
-    cpuUs: c.running === undefined ? Number.NaN : perRequest(processTicks(c.running.pid) - before),
+    cpuUs: c.running === undefined ? Number.NaN : perRequest(ticks(c.running.pid) - before),
     redisCpuUs: c.redis ? perRequest(processTicks(redisPid) - redisBefore) : Number.NaN
   }
   c.rounds.push(sample)
   return sample
+}
+
+/** A limit of the 20-route file that allows everything, as `ALLOW` does on the command line. */
+const allowAll = (name: string) => ({ name, algorithm: "token-bucket", capacity: 1e9, refill: "1000000000/1s" })
+
+/**
+ * The 20-route row's file: twentyRoutes.ts's routes, each with its own allow-everything limit, every fourth (the
+ * 20th among them) with an allow-everything shadow limit too; denials remembered as `ALLOW`'s rows do.
+ */
+const twentyRoutesFile = () => ({
+  rememberDenials: 10000,
+  routes: TWENTY.map((route, i) => ({
+    name: route.name,
+    match: route.match,
+    limits: [allowAll(route.name)],
+    ...((i + 1) % 4 === 0 ? { shadow: [allowAll(`${route.name}-shadow`)] } : {})
+  }))
+})
+
+/** The routes `/metrics` counted requests under (the admin URL read from the banner): to check which one wrk takes. */
+const countedRoutes = async (running: Running): Promise<ReadonlyArray<string>> => {
+  const url = /admin:\s+(http:\/\/\S+\/metrics)/.exec(running.output())?.[1]
+  if (url === undefined) throw new Error(`no admin URL in the banner: ${running.output()}`)
+  const text = await (await fetch(url)).text()
+  const counted = [...text.matchAll(/^wakuwaku_proxy_requests_total\{[^}]*route="([^"]+)"[^}]*\} (\d+)/gm)]
+  return [...new Set(counted.filter((m) => Number(m[2]) > 0).map((m) => m[1]!))]
+}
+
+/**
+ * Issue 24's "within 5% of before": each store's row of this tree against the same row of `--base DIR`'s, a
+ * table of today / base, and a verdict line per store.
+ */
+const baseLines = (
+  pairs: ReadonlyArray<readonly [Contender, Contender | undefined, string]>,
+  present: (...cs: ReadonlyArray<Contender>) => boolean
+) => {
+  const measured = pairs.filter((pair): pair is readonly [Contender, Contender, string] =>
+    pair[1] !== undefined && present(pair[0], pair[1])
+  )
+  if (measured.length === 0) return
+  const rps = (c: Contender) => median(c.rounds.map((r) => r.rps))
+  const cpu = (c: Contender) => median(c.rounds.map((r) => r.cpuUs))
+  const redisCpu = (c: Contender) => median(c.rounds.map((r) => r.redisCpuUs))
+  const fmt = (x: number, digits: number) => digits === 0 ? Math.round(x).toLocaleString("en-US") : x.toFixed(digits)
+  const ratio = (today: number, before: number, digits: number) =>
+    `${fmt(today, digits)} / ${fmt(before, digits)} = ${(today / before).toFixed(3)}×`
+  console.log(`\ntoday / base (--base ${BASE}), medians of this run:\n`)
+  console.log("| store | req/s, today / base | CPU µs/request, today / base |")
+  console.log("|---|---:|---:|")
+  for (const [today, before, store] of measured) {
+    const redis = today.redis ? ` (redis-server ${ratio(redisCpu(today), redisCpu(before), 1)})` : ""
+    console.log(
+      `| ${store} | ${ratio(rps(today), rps(before), 0)} | ${ratio(cpu(today), cpu(before), 1)}${redis} |`
+    )
+  }
+  console.log("")
+  for (const [today, before, store] of measured) {
+    const throughput = rps(today) / rps(before)
+    const perRequest = cpu(today) / cpu(before)
+    const ok = throughput >= 0.95 && perRequest <= 1.05
+    console.log(
+      `- ${store}: within 5% of base (throughput ≥ 0.95×, CPU per request ≤ 1.05×): ${ok ? "MET" : "MISSED"} ` +
+        `(${throughput.toFixed(3)}×, ${perRequest.toFixed(3)}×)`
+    )
+  }
 }
 
 const main = async (): Promise<void> => {
@@ -329,24 +344,38 @@ const main = async (): Promise<void> => {
       label: string,
       command: string | undefined,
       args: (port: number) => ReadonlyArray<string>,
-      options: { readonly redis?: boolean; readonly env?: NodeJS.ProcessEnv; readonly stdoutTo?: string } = {}
+      options: {
+        readonly redis?: boolean
+        readonly env?: NodeJS.ProcessEnv
+        readonly stdoutTo?: string
+        /** The path wrk asks for (default `/`). */
+        readonly path?: string
+        /** Its CPU is its process tree's, and it is ready once it printed its banner (`--workers`). */
+        readonly tree?: boolean
+        /** The row it is measured against (a base row's row of this tree): wanted when that one is. */
+        readonly twin?: Contender
+      } = {}
     ) => {
+      const want = wanted(label) || (options.twin !== undefined && wanted(options.twin.label))
       const p = await port()
-      const running = command === undefined || !wanted(label)
+      const running = command === undefined || !want
         ? undefined
         : start(command, args(p), options.env, options.stdoutTo)
       if (running !== undefined) {
         servers.push(running)
         await listening(running, p, label)
+        // The primary accepts once one worker listens; its banner says they all do.
+        if (options.tree === true) await printed(running, "listening on", label)
       }
       const c: Contender = {
         label,
-        url: `http://127.0.0.1:${command === undefined ? upstreamPort : p}/`,
+        url: `http://127.0.0.1:${command === undefined ? upstreamPort : p}${options.path ?? "/"}`,
         running,
         redis: options.redis ?? false,
+        tree: options.tree ?? false,
         rounds: []
       }
-      if (wanted(label)) contenders.push(c)
+      if (want) contenders.push(c)
       return c
     }
     const tsx = (script: string, ...rest: ReadonlyArray<string>) => (p: number) => [
@@ -356,8 +385,8 @@ const main = async (): Promise<void> => {
       String(p),
       ...rest
     ]
-    const wakuwaku = (extra: ReadonlyArray<string>) => (p: number) => [
-      "dist/bin.js",
+    const wakuwaku = (extra: ReadonlyArray<string>, bin = "dist/bin.js") => (p: number) => [
+      bin,
       "proxy",
       "--upstream",
       upstreamUrl,
@@ -400,6 +429,7 @@ const main = async (): Promise<void> => {
         url: `http://127.0.0.1:${p}/`,
         running,
         redis: false,
+        tree: false,
         rounds: []
       }
       contenders.push(nginx)
@@ -458,6 +488,47 @@ const main = async (): Promise<void> => {
       wakuwaku([...ALLOW, "--access-log", "json"]),
       { env: noRedisEnv, stdoutTo: accessLogFile }
     )
+
+    // Issue 28: 20 routes from a file, shadow limits on some, the admin port on; wrk's request takes the 20th.
+    const configDir = mkdtempSync(join(tmpdir(), "wakuwaku-config-"))
+    const configFile = join(configDir, "twenty.json")
+    writeFileSync(configFile, JSON.stringify(twentyRoutesFile(), null, 2))
+    const twenty = await add(
+      "`wakuwaku proxy`, embedded store, `--config`: 20 routes (5 with a shadow limit), the request taking the 20th " +
+        "(1 limit + 1 shadow), `--admin-port 0`",
+      process.execPath,
+      wakuwaku(["--config", configFile, "--admin-port", "0"]),
+      { env: noRedisEnv, path: LAST_PATH }
+    )
+    // Issue 28: --workers 2 beside 1, on Redis (the embedded store refuses more than one), CPU of the process tree.
+    const withWorkers = (n: number) =>
+      add(
+        `\`wakuwaku proxy --redis --workers ${n}\``,
+        process.execPath,
+        wakuwaku([...ALLOW, "--redis", redisUrl, "--on-store-failure", "fail-closed", "--workers", String(n)]),
+        { redis: true, tree: true }
+      )
+    const workers1 = await withWorkers(1)
+    const workers2 = await withWorkers(2)
+    // Issue 24: the same two rows as the CLI was before (--base DIR), measured in the same rounds. Its --redis row
+    // keys another namespace of the same length: the two trees' keys may not hold the same layout.
+    const base = BASE === undefined ? [] : [
+      await add(
+        "`wakuwaku proxy` (base), embedded store",
+        process.execPath,
+        wakuwaku(ALLOW, join(BASE, "dist/bin.js")),
+        { env: noRedisEnv, twin: embedded }
+      ),
+      await add(
+        "`wakuwaku proxy --redis` (base)",
+        process.execPath,
+        wakuwaku(
+          [...ALLOW, "--redis", redisUrl, "--on-store-failure", "fail-closed", "--namespace", "based"],
+          join(BASE, "dist/bin.js")
+        ),
+        { redis: true, twin: withRedis }
+      )
+    ]
 
     // The middleware's two apps.
     const plainApp = await add(
@@ -524,6 +595,12 @@ const main = async (): Promise<void> => {
     for (const c of rated) await attack({ target: c.url, rate: FIXED_RATE, durationMs: 1000 })
     for (const f of floods) {
       await wrk(f.url, 1, true)
+    }
+    if (twenty.running !== undefined) {
+      const taken = await countedRoutes(twenty.running)
+      if (taken.join() !== TWENTY[19]!.name) {
+        throw new Error(`the 20-route row's requests took the routes ${taken.join(", ")}, not the 20th alone`)
+      }
     }
 
     const serverTicks = () => servers.reduce((sum, s) => sum + treeTicks(s.pid), 0)
@@ -598,8 +675,12 @@ const main = async (): Promise<void> => {
         } | ${added} |`
       )
     }
-    const logged = readFileSync(accessLogFile)
+    // Not there when --only left its row out.
+    const logged = existsSync(accessLogFile) ? readFileSync(accessLogFile) : Buffer.alloc(0)
     rmSync(dirname(accessLogFile), { recursive: true, force: true })
+    rmSync(configDir, { recursive: true, force: true })
+    const verdict = (ok: boolean) => ok ? "MET" : "MISSED"
+    const present = (...cs: ReadonlyArray<Contender>) => cs.every((c) => contenders.includes(c))
     for (const [c, what] of [[withAdmin, "the admin port (metrics on)"], [withAccessLog, "the access log"]] as const) {
       if (!contenders.includes(c) || !contenders.includes(embedded)) continue
       const added = cpu(c) - cpu(embedded)
@@ -613,6 +694,28 @@ const main = async (): Promise<void> => {
       const lines = logged.toString().split("\n").length - 1
       console.log(`the access log: ${lines} lines, ${(logged.length / Math.max(1, lines)).toFixed(0)} bytes a line`)
     }
+    if (present(twenty, embedded)) {
+      const ratio = rps(twenty) / rps(embedded)
+      console.log(
+        `\n20 routes from a file, the request taking the 20th (1 limit + 1 shadow), with the admin port, against the ` +
+          `single rule (embedded store): throughput ${ratio.toFixed(3)}× (≥ 0.95×): ${verdict(ratio >= 0.95)}; CPU ${
+            (cpu(twenty) - cpu(embedded)).toFixed(1)
+          } µs per request more`
+      )
+    }
+    if (present(workers1, workers2)) {
+      const redisCpu = (c: Contender) => median(c.rounds.map((r) => r.redisCpuUs)).toFixed(1)
+      console.log(
+        `\n--workers 2 / --workers 1 (both --redis): throughput ${(rps(workers2) / rps(workers1)).toFixed(3)}×, ` +
+          `CPU per request ${(cpu(workers2) / cpu(workers1)).toFixed(3)}× (each its whole process tree's; ` +
+          `redis-server ${redisCpu(workers2)} against ${redisCpu(workers1)} µs); no target: wrk runs on the same ` +
+          `${availableParallelism()} cores as the workers`
+      )
+    }
+    baseLines(
+      [[embedded, base[0], "embedded store"], [withRedis, base[1], "`--redis`"]],
+      present
+    )
     if (ONLY !== undefined) return
     console.log("\n| flood from one address over its limit | 429s/s | CPU µs per 429 | Redis commands per 429 |")
     console.log("|---|---:|---:|---:|")
@@ -631,7 +734,6 @@ const main = async (): Promise<void> => {
       )
     }
 
-    const verdict = (ok: boolean) => ok ? "MET" : "MISSED"
     console.log("\ntargets (ratios of medians within this run):")
     const t1 = rps(embedded) / rps(fastify)
     console.log(`- throughput, embedded store / fastify memory store = ${t1.toFixed(2)}× (≥ 1.0×): ${verdict(t1 >= 1)}`)

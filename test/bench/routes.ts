@@ -12,6 +12,7 @@
  */
 import * as routes from "wakuwaku/internal/proxy/routes"
 import { median, stat } from "./measure.js"
+import { TWENTY } from "./twentyRoutes.js"
 
 const QUICK = process.argv.includes("--quick")
 const ROUNDS = QUICK ? 5 : 21
@@ -21,30 +22,6 @@ interface Route {
   readonly name: string
   readonly match?: routes.Match | undefined
 }
-
-/** 20 routes, as a service's file might list them. */
-const TWENTY: ReadonlyArray<Route> = [
-  { name: "login", match: { methods: ["POST"], path: "/login" } },
-  { name: "logout", match: { methods: ["POST"], path: "/logout" } },
-  { name: "signup", match: { methods: ["POST"], path: "/signup" } },
-  { name: "reset", match: { path: "/password/reset" } },
-  { name: "health", match: { methods: ["GET"], path: "/health" } },
-  { name: "ready", match: { methods: ["GET"], path: "/ready" } },
-  { name: "admin", match: { host: "admin.example.com", prefix: "/" } },
-  { name: "tenants", match: { host: "*.tenants.example.com", prefix: "/api" } },
-  { name: "user-posts", match: { path: "/api/users/*/posts" } },
-  { name: "user", match: { methods: ["GET", "PUT"], path: "/api/users/*" } },
-  { name: "orders-write", match: { methods: ["POST", "PUT", "DELETE"], prefix: "/api/orders" } },
-  { name: "orders", match: { prefix: "/api/orders" } },
-  { name: "search", match: { methods: ["GET"], path: "/api/search" } },
-  { name: "export", match: { prefix: "/api/export" } },
-  { name: "upload", match: { methods: ["POST"], prefix: "/api/files" } },
-  { name: "files", match: { prefix: "/api/files/*/raw" } },
-  { name: "webhooks", match: { methods: ["POST"], prefix: "/hooks" } },
-  { name: "graphql", match: { path: "/graphql" } },
-  { name: "static", match: { methods: ["GET"], prefix: "/static" } },
-  { name: "api", match: { prefix: "/api" } }
-]
 
 /** Requests: [method, Host, target]. */
 const MIX: ReadonlyArray<readonly [string, string, string]> = [

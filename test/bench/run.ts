@@ -18,6 +18,7 @@ const PARTS = [
   "semaphore.ts",
   "pipe.ts",
   "proxy.ts",
+  "proxyDelay.ts",
   "routes.ts",
   "httpApi.ts",
   "telemetry.ts"
