@@ -205,7 +205,8 @@ describe("a file that does not decode: every problem, its path first, with what 
         { name: "a", match: { path: "/b" }, limits: [{ ...LOGIN, limit: 6 }] },
         { name: "default", match: { path: "/c" }, mode: "delay" },
         { name: "d", match: { path: "/d" }, maxWait: "1s" },
-        { name: "e", match: { path: "/e" }, limits: [{ ...LOGIN, window: "60s", key: "header:x" }] }
+        { name: "e", match: { path: "/e" }, limits: [{ ...LOGIN, window: "60s", key: "header:x" }] },
+        { name: "f", match: { path: "/f" }, mode: "delay", maxWait: "600h", limits: [{ ...API, name: "f" }] }
       ]
     })).toEqual([
       "routes[0].shadow[0].name: \"login\" is listed twice in this route (at routes[0].limits[0])",
@@ -215,7 +216,8 @@ describe("a file that does not decode: every problem, its path first, with what 
       "routes[2].name: \"default\" is the default route's name: choose another",
       "routes[2].mode: delay needs maxWait: the longest a request waits its turn",
       "routes[2].limits: delay waits each request's turn in one limit: expected one limit, got 0",
-      "routes[3].maxWait: applies to mode delay only, not enforce"
+      "routes[3].maxWait: applies to mode delay only, not enforce",
+      "routes[5].maxWait: expected at most 24d 20h 31m 23s 647ms (the longest a timer waits), got 25d"
     ])
   })
 

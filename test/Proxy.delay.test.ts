@@ -269,6 +269,19 @@ describe("delay mode (Proxy.layer)", () => {
       })
     ).toThrow("a request waits its turn (delay) in one token bucket's reservation: the limiter must be one TokenBucket")
     expect(() => Proxy.layer({ upstream: up.url, port: 0, maxWaiting: 0 })).toThrow(RangeError)
+    // A wait longer than a timer can: Effect's clock would never wake it.
+    const far = TokenBucket.make<string>("far", 1, Rate.make(1, "1 hour"))
+    expect(() =>
+      Proxy.layer({
+        upstream: up.url,
+        port: 0,
+        rateLimit: { limiter: far, onStoreFailure: "fail-closed", delay: { maxWait: "25 days" } }
+      })
+    ).toThrow(
+      new RangeError(
+        "wakuwaku/Proxy: maxWait must be at most 24d 20h 31m 23s 647ms (the longest a timer waits), got 25d"
+      )
+    )
   })
 })
 

@@ -23,6 +23,7 @@ import * as failure from "../http/failure.js"
 import { validateNamespace } from "../key.js"
 import * as limiterKinds from "../limiter.js"
 import { parseRedisUrl } from "../url.js"
+import { MAX_WAIT } from "./delay.js"
 import * as routes from "./routes.js"
 import { parseUpstream } from "./target.js"
 
@@ -518,6 +519,13 @@ const crossChecks = (file: FileFields): ReadonlyArray<Problem> => {
     }
     if (mode !== "delay" && route.maxWait !== undefined) {
       problems.push({ path: [...path, "maxWait"], message: `applies to mode delay only, not ${mode}` })
+    } else if (route.maxWait !== undefined && Duration.greaterThan(route.maxWait, MAX_WAIT)) {
+      problems.push({
+        path: [...path, "maxWait"],
+        message: `expected at most ${Duration.format(MAX_WAIT)} (the longest a timer waits), got ${
+          Duration.format(route.maxWait)
+        }`
+      })
     }
     if (mode === "delay") delayChecks(route, path, problems)
     const inRoute = new Map<string, string>()

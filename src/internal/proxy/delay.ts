@@ -33,6 +33,24 @@ import * as exchange from "./exchange.js"
 /** @internal The most requests a process holds waiting by default. */
 export const MAX_WAITING = 1000
 
+/**
+ * @internal The longest `maxWait`: 2^31 − 1 ms (24d 20h 31m 23.647s), the longest a timer waits (Effect's clock never
+ * wakes a longer sleep, so a turn further away would be waited until its client left).
+ */
+export const MAX_WAIT: Duration.Duration = Duration.millis(2 ** 31 - 1)
+
+/** @internal Checks `maxWait`: at most {@link MAX_WAIT} (a `RangeError` otherwise, naming `at`). */
+export const validMaxWait = (maxWait: Duration.Duration, at: string): Duration.Duration => {
+  if (Duration.greaterThan(maxWait, MAX_WAIT)) {
+    throw new RangeError(
+      `wakuwaku/Proxy: ${at} must be at most ${Duration.format(MAX_WAIT)} (the longest a timer waits), got ${
+        Duration.format(maxWait)
+      }`
+    )
+  }
+  return maxWait
+}
+
 /** @internal Checks `maxWaiting`: a positive safe integer (a `RangeError` otherwise). */
 export const validMaxWaiting = (value: unknown): number => {
   if (typeof value !== "number" || !Number.isSafeInteger(value) || value < 1) {
@@ -119,6 +137,7 @@ export const make = <LR>(
   waiting: Waiting,
   route?: string
 ): Delay<LR> => {
+  validMaxWait(maxWait, route === undefined ? "maxWait" : `route ${route}'s maxWait`)
   const limit = decision.reserving<LR>(options, maxWait, route)
   const listed = options.limiter
   const bucket = (Array.isArray(listed) ? listed[0] : listed) as unknown as TokenBucket.TokenBucket<string>
