@@ -125,7 +125,9 @@ describe("delay mode (Proxy.layer)", () => {
   it("over the rate, a request waits its turn on the server's clock and is forwarded; one EVALSHA each", async () => {
     const up = await timedUpstream()
     const capacity = 2
-    const stepMs = 50
+    // A token back every 150 ms: the six requests arrive well within one, even on a loaded machine (with 50 ms,
+    // CI's load spread them enough for a token to come back between them).
+    const stepMs = 150
     const server = await serveLayer({
       upstream: up.url,
       rateLimit: {

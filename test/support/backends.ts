@@ -62,7 +62,8 @@ export const expectTtls = (pattern: string) =>
     const missing: Array<[string, number]> = []
     for (const key of yield* keysMatching(pattern)) {
       const ttl = yield* pttl(key)
-      if (!(ttl > 0)) missing.push([key, ttl])
+      // -2: gone since the scan found it (it expired, as a key with a TTL does); -1: no TTL.
+      if (!(ttl > 0) && ttl !== -2) missing.push([key, ttl])
     }
     return missing
   })
