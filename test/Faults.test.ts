@@ -221,7 +221,9 @@ describe("Faults", () => {
       Effect.gen(function*() {
         const server = yield* RedisServer.make()
         const Msg = Schema.Number
-        const P = Pipe.make<string, number>(freshNamespace(), Msg, "1500 millis")
+        // The TTL leaves the first stall (600 ms) a margin of seconds even on a loaded machine.
+        const ttl = 2500
+        const P = Pipe.make<string, number>(freshNamespace(), Msg, `${ttl} millis`)
         const layer = Layer.fresh(Redis.layer({ url: server.url, commandTimeout: "300 millis" }))
         const received: Array<number> = []
         /** Whether a client of the server waits in a BLMOVE now (CLIENT LIST's `cmd`). */
@@ -235,17 +237,32 @@ describe("Faults", () => {
               Stream.runForEach((n) => Effect.sync(() => received.push(n)))
             )
           )
+          /** Waits until `done`, failing at once (with why) if the receiver has ended meanwhile. */
+          const until = (done: () => boolean, what: string) =>
+            Effect.gen(function*() {
+              while (!done()) {
+                const ended = receiving.unsafePoll()
+                if (ended !== null) {
+                  const how = Exit.isFailure(ended) ? Cause.pretty(ended.cause) : "with no error"
+                  return yield* Effect.dieMessage(`the receiver ended before ${what}: ${how}`)
+                }
+                yield* Effect.sleep("10 millis")
+              }
+            })
           yield* P.send("p", 0)
-          while (received.length < 1) yield* Effect.sleep("10 millis")
+          yield* until(() => received.length >= 1, "the first message")
+          // As below: the stall starts once the receiver waits in its BLMOVE, which has no command timeout; a
+          // FETCH caught by it would fail on its own (on a loaded machine the receiver may still be in one).
+          while (!(yield* blockedInBlmove)) yield* Effect.sleep("10 millis")
           // A stall of 600 ms, longer than the command timeout, shorter than the TTL: renewals may time
           // out, but one is confirmed within the TTL, so the stream goes on.
           process.kill(server.pid, "SIGSTOP")
           yield* Effect.sleep("600 millis")
           process.kill(server.pid, "SIGCONT")
           for (let i = 1; i <= 50; i++) yield* P.send("p", i)
-          while (received.length < 51) yield* Effect.sleep("10 millis")
+          yield* until(() => received.length >= 51, "51 messages, after a stall shorter than the TTL")
           expect(received).toEqual(Array.from({ length: 51 }, (_, i) => i))
-          // A stall of 2.5 s, longer than the TTL: the receiver cannot confirm its lease and fails, typed. It
+          // A stall of a TTL and a second: the receiver cannot confirm its lease and fails, typed. It
           // starts once the receiver waits in its BLMOVE (the FETCH that acknowledges message 50 has returned):
           // a FETCH caught by the stall would fail on its command timeout instead, a RedisError of its own.
           while (!(yield* blockedInBlmove)) yield* Effect.sleep("10 millis")
@@ -253,13 +270,13 @@ describe("Faults", () => {
           const stalled = performance.now()
           const exit = yield* Fiber.await(receiving)
           const failedAfter = performance.now() - stalled
-          yield* Effect.sleep(Math.max(0, 2500 - failedAfter))
+          yield* Effect.sleep(Math.max(0, ttl + 1000 - failedAfter))
           process.kill(server.pid, "SIGCONT")
           const error = failureOf(exit)
           expect(error).toMatchObject({ _tag: "PipeBusy", reason: "Lost" })
           // Unconfirmed for a TTL after the last renewal, then the release's two calls, each bounded by
           // the command timeout, before the stream's end is seen.
-          expect(failedAfter).toBeLessThan(1500 + 2 * 300 + 300)
+          expect(failedAfter).toBeLessThan(ttl + 2 * 300 + 300)
           // Nothing is lost: messages sent after the stall all reach the next receiver, in order.
           for (let i = 51; i <= 100; i++) yield* P.send("p", i)
           yield* P.close("p")
