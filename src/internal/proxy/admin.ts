@@ -31,6 +31,7 @@ import type * as failure from "../http/failure.js"
 import * as telemetry from "../telemetry.js"
 import * as errors from "./errors.js"
 import * as prometheus from "./prometheus.js"
+import { hostForUrl } from "./target.js"
 
 /** @internal How long `/readyz` waits for the store's PING. */
 export const READY_TIMEOUT = "1 second"
@@ -63,8 +64,7 @@ export const check = (options: Proxy.AdminOptions, publicPort: number): Admin =>
 
 /** @internal The banner's line for the admin port at `address`. */
 export const bannerLine = (address: Proxy.Address): string =>
-  `  admin:    http://${address.host.includes(":") ? `[${address.host}]` : address.host}:${address.port}/metrics, ` +
-  "/healthz, /readyz"
+  `  admin:    http://${hostForUrl(address.host)}:${address.port}/metrics, /healthz, /readyz`
 
 /** @internal What `/readyz` reads: whether the public listener serves, the store, the store-failure policy. */
 export interface Readiness {

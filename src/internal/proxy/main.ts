@@ -28,7 +28,7 @@ import { demoUpstream } from "./demo.js"
 import * as fleet from "./fleet.js"
 import * as reload from "./reload.js"
 import * as server from "./server.js"
-import { parseUpstream, upstreamPath } from "./target.js"
+import { hostForUrl, parseUpstream, upstreamPath } from "./target.js"
 import * as workers from "./workers.js"
 
 /**
@@ -45,9 +45,6 @@ export const startFailure = (cause: Cause.Cause<unknown>): string => {
   const message = error instanceof Error ? error.message : String(error)
   return message.split("\n")[0] ?? message
 }
-
-/** A host as a URL writes it: an IPv6 address in brackets. */
-const hostForUrl = (host: string): string => host.includes(":") ? `[${host}]` : host
 
 const describeLimiter = (config: Config): string => {
   const { limiter } = config

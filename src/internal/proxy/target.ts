@@ -133,3 +133,6 @@ export const upstreamPath = (upstream: Upstream, target: string, method = "GET")
   const path = targetPath(target, method)
   return path === undefined ? undefined : underBase(upstream, path)
 }
+
+/** @internal A host as a URL writes it: an IPv6 address in brackets. */
+export const hostForUrl = (host: string): string => host.includes(":") ? `[${host}]` : host
