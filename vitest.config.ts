@@ -41,6 +41,11 @@ export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
     globalSetup: ["test/support/globalSetup.ts"],
+    // A worker keeps its modules from one test file to the next (effect, ioredis, src/ are loaded once per
+    // worker, not once per file): the run took 484 s of CPU isolated, 345–402 s not (2026-12-04). What the
+    // files share is reset before each (support/setup.ts); each test makes its own namespaces and layers.
+    isolate: false,
+    setupFiles: ["test/support/setup.ts"],
     // Many files wait on servers and child processes, not on this process's CPU: vitest's default of one
     // worker per core but one (a single worker on 2 cores) ran them one after another. More than 3 on 2 cores
     // only adds contention: the whole run is CPU-bound then (docs/CONTRIBUTING.md).
@@ -50,7 +55,9 @@ export default defineConfig({
     // (no chdir, no signal handlers, no process.exit in a test): the children the tests start are processes.
     pool: "threads",
     sequence: { sequencer: LongestFirst },
-    minWorkers: 1,
+    // As many as maxWorkers: with fewer, tinypool retires a worker that idles, and with `isolate: false` it
+    // once did so under a file it had just been given ("Terminating worker thread", the file never ran).
+    minWorkers: 3,
     testTimeout: 30_000,
     hookTimeout: 30_000
   }
