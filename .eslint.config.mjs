@@ -6,7 +6,8 @@ import eslint from "@eslint/js"
 import tseslint from "typescript-eslint"
 
 export default tseslint.config(
-  { ignores: ["**/dist/**", "**/node_modules/**", "**/*.md", ".tmp/**"] },
+  // test/.docs-tmp: the docs' code blocks, written out while test/docs.test.ts compiles them.
+  { ignores: ["**/dist/**", "**/node_modules/**", "**/*.md", ".tmp/**", "test/.docs-tmp/**"] },
   eslint.configs.recommended,
   tseslint.configs.recommendedTypeChecked,
   {

@@ -4,8 +4,10 @@
  * block of an `@example` in src, each block written out as a module of its own, all under the options of
  * tsconfig.json. (One program, where `npm test` used to build two: `tsc --noEmit` first, then this one
  * over the same sources and types.) The same program holds a few snippets that must not compile, and
- * checks that their errors say what the docs promise. It runs in a child process (support/typecheck.ts),
- * so that its tens of seconds of one core block no test worker.
+ * checks that their errors say what the docs promise. The lint reads the same program: ESLint's
+ * type-aware rules use it rather than build their own (a second whole-project program cost about 30 s of
+ * CPU). It runs in a child process (support/typecheck.ts), so that its tens of seconds of one core block no
+ * test worker.
  *
  * A block that is meant not to compile uses another fence (```text), or marks the failing line with
  * `// @ts-expect-error`.
@@ -157,7 +159,10 @@ interface Diagnostic {
 
 /** Diagnostics per file name (`""` for those without a file), and the project's files, filled once by the compile. */
 const diagnostics = new Map<string, Array<Diagnostic>>()
-const project: { fileNames: ReadonlyArray<string> } = { fileNames: [] }
+const project: { fileNames: ReadonlyArray<string>; lint: ReadonlyArray<string> | null } = {
+  fileNames: [],
+  lint: null
+}
 
 /** "'x' is declared but its value is never read" and its kin: a block may import what only its prose uses. */
 const UNUSED = new Set([6133, 6138, 6192, 6196, 6198, 6199, 6205])
@@ -175,13 +180,18 @@ const compile = async () => {
     roots.push(negativeFile(i))
   })
   const request = join(TMP, "roots.json")
-  writeFileSync(request, JSON.stringify({ root: ROOT, roots }))
+  writeFileSync(request, JSON.stringify({ root: ROOT, roots, lint: true }))
   const { stdout } = await promisify(execFile)(process.execPath, [...nodeArgs("test/support/typecheck.ts"), request], {
     cwd: ROOT,
     maxBuffer: 64 * 1024 * 1024
   })
-  const result = JSON.parse(stdout) as { fileNames: Array<string>; diagnostics: Array<Diagnostic> }
+  const result = JSON.parse(stdout) as {
+    fileNames: Array<string>
+    diagnostics: Array<Diagnostic>
+    lint: Array<string> | null
+  }
   project.fileNames = result.fileNames
+  project.lint = result.lint
   for (const diagnostic of result.diagnostics) {
     if (UNUSED.has(diagnostic.code) && diagnostic.file.startsWith(TMP)) continue
     diagnostics.set(diagnostic.file, [...(diagnostics.get(diagnostic.file) ?? []), diagnostic])
@@ -236,6 +246,10 @@ describe("docs", { timeout: 60_000 }, () => {
     ])
     const others = [...diagnostics].filter(([file]) => !mine.has(file)).flatMap(([, found]) => found)
     expect(others.map((diagnostic) => format(diagnostic))).toEqual([])
+  })
+
+  it("lint: ESLint over the project (.eslint.config.mjs, as `npm run lint`) reports nothing, its type-aware rules on this program", () => {
+    expect(project.lint).toEqual([])
   })
 
   it.each(negatives.map((negative, i) => ({ ...negative, i })))(

@@ -24,10 +24,22 @@ const OUT = join(ROOT, ".tmp", "bundles")
 const made = new Map<string, string>()
 
 /**
- * Packages loaded from node_modules: a compiler (typescript, large and loaded by one child) and tools with
- * native binaries or their own loaders. Every other package is bundled.
+ * Packages loaded from node_modules: a compiler (typescript, large and loaded by one child), the linter
+ * (which loads its config and plugins itself, and must share that child's typescript) and tools with native
+ * binaries or their own loaders. Every other package is bundled.
  */
-const EXTERNAL = ["typescript", "esbuild", "tsx", "vitest", "@vitest/*"]
+const EXTERNAL = [
+  "typescript",
+  "esbuild",
+  "tsx",
+  "vitest",
+  "@vitest/*",
+  "eslint",
+  "@eslint/*",
+  "typescript-eslint",
+  "@typescript-eslint/*",
+  "@effect/eslint-plugin"
+]
 
 /** Bundled CommonJS (ioredis, …) calls `require` for Node's own modules: give the ES module one. */
 const REQUIRE =

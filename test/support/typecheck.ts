@@ -5,15 +5,21 @@
  * code and flattened message. A program of the whole project takes tens of seconds of one core: run here,
  * it blocks no test worker.
  *
- * argv: a JSON file holding `{ "roots": string[], "root": string }`
+ * With `lint`, ESLint then runs over the project (.eslint.config.mjs, as `npm run lint`), its type-aware
+ * rules reading this same program (typescript-eslint's `programs`), not a second one of their own: one
+ * program of the whole project serves the compile and the lint (docs.test.ts asserts on both).
+ *
+ * argv: a JSON file holding `{ "roots": string[], "root": string, "lint": boolean }`
  */
+import { ESLint } from "eslint"
 import { readFileSync } from "node:fs"
-import { join, resolve } from "node:path"
+import { join, relative, resolve } from "node:path"
 import ts from "typescript"
 
-const { root, roots } = JSON.parse(readFileSync(process.argv[2]!, "utf8")) as {
+const { lint, root, roots } = JSON.parse(readFileSync(process.argv[2]!, "utf8")) as {
   readonly root: string
   readonly roots: ReadonlyArray<string>
+  readonly lint: boolean
 }
 const configPath = join(root, "tsconfig.json")
 const config = ts.readConfigFile(configPath, (path) => ts.sys.readFile(path))
@@ -40,4 +46,22 @@ const diagnostics = ts.getPreEmitDiagnostics(program).map((diagnostic) => {
     message: ts.flattenDiagnosticMessageText(diagnostic.messageText, "\n")
   }
 })
-process.stdout.write(JSON.stringify({ fileNames: parsed.fileNames, diagnostics }))
+/** Each problem ESLint reports: `file:line:column rule message`, the file relative to the root. */
+const linted = async (): Promise<Array<string>> => {
+  const eslint = new ESLint({
+    cwd: root,
+    overrideConfigFile: join(root, ".eslint.config.mjs"),
+    // The TypeScript files, which the program holds; the config's .mjs files are linted without types.
+    overrideConfig: { files: ["**/*.ts"], languageOptions: { parserOptions: { programs: [program] } } }
+  })
+  const results = await eslint.lintFiles(["."])
+  return results.flatMap((result) =>
+    result.messages.map((m) =>
+      `${relative(root, result.filePath)}:${m.line}:${m.column} ${m.ruleId ?? "(parser)"} ${m.message}`
+    )
+  )
+}
+
+process.stdout.write(
+  JSON.stringify({ fileNames: parsed.fileNames, diagnostics, lint: lint ? await linted() : null })
+)
