@@ -69,10 +69,13 @@ const scrape = async (adminPort: number) => {
       return sample?.value === undefined ? 0 : Number(sample.value)
     },
     /**
-     * A histogram's count, from its `+Inf` bucket, for a histogram of one label set: the parser merges the
-     * buckets of several (the last wins) and drops their `_count` and `_sum` lines.
+     * A histogram's count over all its label sets: the sum of its `_count` lines, read from the text (the
+     * parser merges the buckets of several label sets, the last wins, and drops `_count` and `_sum`). The
+     * registry is the process's: earlier test files of this worker leave label sets of their own.
      */
-    histogramCount: (name: string): number => Number(family(name)?.metrics[0]?.buckets?.["+Inf"] ?? 0),
+    histogramCount: (name: string): number =>
+      [...reply.body.toString().matchAll(new RegExp(`^${name}_count(?:\\{[^}]*\\})? (\\d+)$`, "gm"))]
+        .reduce((sum, line) => sum + Number(line[1]), 0),
     /** The `_count` line of one label set of a histogram, read from the text (see `histogramCount`). */
     countLine: (name: string, labels: string): number =>
       Number(new RegExp(`^${name}_count\\{${labels}\\} (\\d+)$`, "m").exec(reply.body.toString())?.[1] ?? 0)
