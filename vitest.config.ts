@@ -47,9 +47,10 @@ export default defineConfig({
     isolate: false,
     setupFiles: ["test/support/setup.ts"],
     // Many files wait on servers and child processes, not on this process's CPU: vitest's default of one
-    // worker per core but one (a single worker on 2 cores) ran them one after another. More than 3 on 2 cores
-    // only adds contention: the whole run is CPU-bound then (docs/CONTRIBUTING.md).
-    maxWorkers: 3,
+    // worker per core but one (a single worker on 2 cores) ran them one after another. Two files hold a worker
+    // for two minutes while their child processes compile (package.test.ts, docs.test.ts): a 4th worker keeps
+    // two running beside them (3 workers: 3 min 59 s–4 min 5 s in the work tree; 4: 3 min 47 s, 2026-12-05).
+    maxWorkers: 4,
     // Worker threads, not forked processes: a test file starts on less CPU (12 light files: 38 s of CPU
     // against 46 s forked, 2026-12-02), and the run is CPU-bound. Nothing here needs a process of its own
     // (no chdir, no signal handlers, no process.exit in a test): the children the tests start are processes.
@@ -57,7 +58,7 @@ export default defineConfig({
     sequence: { sequencer: LongestFirst },
     // As many as maxWorkers: with fewer, tinypool retires a worker that idles, and with `isolate: false` it
     // once did so under a file it had just been given ("Terminating worker thread", the file never ran).
-    minWorkers: 3,
+    minWorkers: 4,
     testTimeout: 30_000,
     hookTimeout: 30_000
   }

@@ -5,21 +5,20 @@
  * code and flattened message. A program of the whole project takes tens of seconds of one core: run here,
  * it blocks no test worker.
  *
- * With `lint`, ESLint then runs over the project (.eslint.config.mjs, as `npm run lint`), its type-aware
+ * ESLint then runs over the project (.eslint.config.mjs, as `npm run lint`), its type-aware
  * rules reading this same program (typescript-eslint's `programs`), not a second one of their own: one
  * program of the whole project serves the compile and the lint (docs.test.ts asserts on both).
  *
- * argv: a JSON file holding `{ "roots": string[], "root": string, "lint": boolean }`
+ * argv: a JSON file holding `{ "roots": string[], "root": string }`
  */
 import { ESLint } from "eslint"
 import { readFileSync } from "node:fs"
 import { join, relative, resolve } from "node:path"
 import ts from "typescript"
 
-const { lint, root, roots } = JSON.parse(readFileSync(process.argv[2]!, "utf8")) as {
+const { root, roots } = JSON.parse(readFileSync(process.argv[2]!, "utf8")) as {
   readonly root: string
   readonly roots: ReadonlyArray<string>
-  readonly lint: boolean
 }
 const configPath = join(root, "tsconfig.json")
 const config = ts.readConfigFile(configPath, (path) => ts.sys.readFile(path))
@@ -47,7 +46,7 @@ const diagnostics = ts.getPreEmitDiagnostics(program).map((diagnostic) => {
   }
 })
 /** Each problem ESLint reports: `file:line:column rule message`, the file relative to the root. */
-const linted = async (): Promise<Array<string>> => {
+const lint = async (): Promise<Array<string>> => {
   const eslint = new ESLint({
     cwd: root,
     overrideConfigFile: join(root, ".eslint.config.mjs"),
@@ -63,5 +62,5 @@ const linted = async (): Promise<Array<string>> => {
 }
 
 process.stdout.write(
-  JSON.stringify({ fileNames: parsed.fileNames, diagnostics, lint: lint ? await linted() : null })
+  JSON.stringify({ fileNames: parsed.fileNames, diagnostics, lint: await lint() })
 )
