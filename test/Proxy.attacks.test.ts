@@ -60,7 +60,10 @@ const recordingUpstream = async (respond?: (req: Http.IncomingMessage, res: Http
   return { ...server, seen }
 }
 
-/** Writes raw bytes on a fresh connection and reads until the server closes it or goes quiet for `idleMs`. */
+/**
+ * Writes raw bytes on a fresh connection and reads until the server closes it or, once its answer has begun,
+ * goes quiet for `idleMs` (the quiet counted from the first byte: a loaded machine may take longer to answer).
+ */
 const raw = (
   port: number,
   bytes: string | Buffer,
@@ -83,10 +86,7 @@ const raw = (
       if (timer !== undefined) clearTimeout(timer)
       timer = setTimeout(done, options.idleMs ?? 300)
     }
-    socket.on("connect", () => {
-      socket.write(bytes)
-      idle()
-    })
+    socket.on("connect", () => socket.write(bytes))
     socket.on("data", (chunk: Buffer) => {
       data += chunk.toString("latin1")
       idle()

@@ -5,6 +5,7 @@ import { spawn } from "node:child_process"
 import { createServer } from "node:net"
 import { createInterface } from "node:readline"
 import { RedisServer } from "wakuwaku/testing"
+import { nodeArgs } from "./support/spawn.js"
 
 const alive = (pid: number) => {
   try {
@@ -42,15 +43,9 @@ describe("RedisServer", () => {
 
   it.live("dies with the process that started it, even when that process is SIGKILLed", () =>
     Effect.gen(function*() {
-      const child = spawn(process.execPath, [
-        "--import",
-        "tsx",
-        "-e",
-        `import { RedisServer } from "wakuwaku/testing"
-         import { Effect } from "effect"
-         Effect.runPromise(Effect.scoped(Effect.flatMap(RedisServer.make(), (s) =>
-           Effect.zipRight(Effect.sync(() => console.log(s.pid)), Effect.never))))`
-      ], { stdio: ["ignore", "pipe", "inherit"] })
+      const child = spawn(process.execPath, nodeArgs("test/support/orphan.ts"), {
+        stdio: ["ignore", "pipe", "inherit"]
+      })
       const pid = yield* Effect.async<number>((resume) => {
         createInterface({ input: child.stdout }).once("line", (line) => resume(Effect.succeed(Number(line))))
       })

@@ -1,12 +1,14 @@
 /**
  * The `wakuwaku` command: its help, its flags and environment variables, and how it fails. The
- * parser is tested in this process; the command itself runs as a child process (node with tsx, from
- * the sources), as `npm start` runs it.
+ * parser is tested in this process; the command itself runs as a child process: bundled from the
+ * sources (support/spawn.ts), compiled module by module where which modules it loads is the question
+ * (support/transpile.ts), and through `npm start` (tsx) as a user runs it.
  */
 import { Duration, Effect, Exit, Layer, Scope } from "effect"
 import { spawn } from "node:child_process"
 import * as Net from "node:net"
-import { afterEach, describe, expect, it } from "vitest"
+import { join } from "node:path"
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
 import { Limiter, Redis, SlidingWindow } from "wakuwaku"
 import { RedisServer } from "wakuwaku/testing"
 import { type Config, envNames, flagNames, parse } from "../src/internal/proxy/cli.js"
@@ -23,6 +25,7 @@ import {
   valueOf
 } from "./support/proxy.js"
 import { nodeArgs } from "./support/spawn.js"
+import { transpile } from "./support/transpile.js"
 
 const cleanups: Array<() => Promise<unknown>> = []
 afterEach(async () => {
@@ -102,18 +105,22 @@ describe("help", () => {
 })
 
 describe("--help and bad flags answer without loading the server", () => {
+  // Module by module as the package ships (support/transpile.ts): a bundle would hold the server's modules
+  // that bin.ts imports only when it runs one.
+  let scratch: ReturnType<typeof transpile> | undefined
+  beforeAll(() => {
+    scratch = transpile()
+  })
+  afterAll(() => scratch?.remove())
+
   const hooked = (args: ReadonlyArray<string>) =>
     outcome(
       spawn(
         process.execPath,
-        // Through tsx, module by module as the package ships: a bundle would hold the server's modules that
-        // bin.ts imports only when it runs one.
         [
           "--import",
-          "tsx",
-          "--import",
           `data:text/javascript,${encodeURIComponent(REFUSE_PLATFORM)}`,
-          "src/bin.ts",
+          join(scratch!.dir, "dist", "bin.js"),
           ...args
         ],
         { cwd: ROOT, env: cleanEnv(), stdio: ["ignore", "pipe", "pipe"] }

@@ -8,12 +8,17 @@
  * The cluster takes seconds to start, so it starts only when a test file of the run needs it: one that
  * reads `clusterNodes` or runs on every backend (see {@link needsCluster}). `npm test -- test/Rate.test.ts`
  * starts none.
+ *
+ * When the whole suite runs, it bundles the scripts tests start as child processes meanwhile
+ * (support/spawn.ts's `prebuild`), and the teardown removes those bundles.
  */
 import { Effect, Exit, Scope } from "effect"
 import { Cluster, Redis as IORedis } from "ioredis"
+import { randomUUID } from "node:crypto"
 import { readFile } from "node:fs/promises"
 import type { TestProject } from "vitest/node"
 import * as RedisServer from "../../src/RedisServer.js"
+import { prebuild, unbuild } from "./spawn.js"
 
 declare module "vitest" {
   export interface ProvidedContext {
@@ -23,10 +28,13 @@ declare module "vitest" {
 }
 
 export default async function setup(project: TestProject) {
+  const run = randomUUID().slice(0, 8)
   const scope = Effect.runSync(Scope.make())
   const fromEnv = process.env["REDIS_URL"]
   const clusterFromEnv = process.env["REDIS_CLUSTER_NODES"]
+  const whole = filters().length === 0
   const cluster = await needsCluster(project)
+  const bundled = whole ? prebuild(run) : Promise.resolve()
   const [url, nodes] = await Effect.runPromise(Scope.extend(
     Effect.all([
       fromEnv !== undefined && fromEnv !== ""
@@ -40,6 +48,8 @@ export default async function setup(project: TestProject) {
     ], { concurrency: "unbounded" }),
     scope
   ))
+  await bundled
+  if (whole) process.env["WAKUWAKU_PREBUILT"] = run
   project.provide("redisUrl", url)
   project.provide("clusterNodes", nodes)
   return async () => {
@@ -47,8 +57,15 @@ export default async function setup(project: TestProject) {
       await audit(url, nodes)
     } finally {
       await Effect.runPromise(Scope.close(scope, Exit.void))
+      if (whole) await unbuild(run)
     }
   }
+}
+
+/** The command line's file filters: none when the whole suite runs. */
+const filters = () => {
+  const run = process.argv.indexOf("run")
+  return process.argv.slice(run < 0 ? 2 : run + 1).filter((arg) => !arg.startsWith("-"))
 }
 
 /** What marks a test file that needs the cluster: it reads the nodes, or runs a suite on every backend. */
@@ -59,10 +76,8 @@ const CLUSTER_USE = /\bclusterNodes\b|\bClusterLive\b|\bforEachBackend\b|support
  * (every file when it names none), read for {@link CLUSTER_USE}.
  */
 const needsCluster = async (project: TestProject): Promise<boolean> => {
-  const run = process.argv.indexOf("run")
-  const filters = process.argv.slice(run < 0 ? 2 : run + 1).filter((arg) => !arg.startsWith("-"))
-  if (filters.length === 0) return true
-  const specs = await project.vitest.globTestSpecifications(filters)
+  if (filters().length === 0) return true
+  const specs = await project.vitest.globTestSpecifications(filters())
   const texts = await Promise.all(specs.map((spec) => readFile(spec.moduleId, "utf8")))
   return texts.some((text) => CLUSTER_USE.test(text))
 }

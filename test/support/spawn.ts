@@ -11,10 +11,17 @@
  * Bundles go to `.tmp/bundles/` (git-ignored), named by the script's path and its bundle's hash, written
  * once per content by whichever test asks first (a write to a temporary name, then a rename). Being two
  * folders deep, as test/support/ is, a bundled `new URL("../..", import.meta.url)` still names the root.
+ *
+ * The whole suite bundles {@link SCRIPTS} before its files start ({@link prebuild}, from
+ * support/globalSetup.ts, while the test cluster starts and the cores have little else to do): about 15 s of
+ * esbuild's CPU that test workers spent in `buildSync` between their tests. (One build of them all, their
+ * shared modules split into chunks, took a third of that, but a child then loads the union of what the
+ * scripts use: a proxy started on 0.17 s more CPU, over a hundred children.)
  */
-import { buildSync } from "esbuild"
+import { build, buildSync } from "esbuild"
 import { createHash } from "node:crypto"
 import { existsSync, mkdirSync, renameSync, writeFileSync } from "node:fs"
+import { readdir, rm } from "node:fs/promises"
 import { join, relative, resolve } from "node:path"
 import { fileURLToPath } from "node:url"
 
@@ -45,22 +52,68 @@ const EXTERNAL = [
 const REQUIRE =
   `import { createRequire as __wakuwakuRequire } from "node:module";const require = __wakuwakuRequire(import.meta.url);`
 
+const OPTIONS = {
+  bundle: true,
+  platform: "node",
+  format: "esm",
+  target: "node20",
+  external: EXTERNAL,
+  banner: { js: REQUIRE },
+  tsconfig: join(ROOT, "tsconfig.json"),
+  logLevel: "silent"
+} as const
+
+/** The scripts the tests start as child processes, from the project's root. */
+export const SCRIPTS = [
+  "src/bin.ts",
+  "docs/examples/httpapi.ts",
+  "docs/examples/login.ts",
+  ...[
+    "consumer",
+    "counter",
+    "groupHammer",
+    "hammer",
+    "meterer",
+    "orphan",
+    "pipeReceiver",
+    "semaphoreWorker",
+    "slidingHammer",
+    "throttleGivingUp",
+    "throttler",
+    "typecheck"
+  ].map((name) => `test/support/${name}.ts`)
+]
+
+const nameOf = (script: string) => script.replace(/[\\/]/g, "_").replace(/\.ts$/, "")
+
+/**
+ * Bundles each of {@link SCRIPTS} to `<name>-<run>.mjs`, all at once (esbuild builds them in parallel). Once
+ * `WAKUWAKU_PREBUILT` names the run (globalSetup sets it; the workers inherit it), `nodeArgs` takes them as
+ * they are; the teardown removes them ({@link unbuild}).
+ */
+export const prebuild = async (run: string): Promise<void> => {
+  mkdirSync(OUT, { recursive: true })
+  await Promise.all(
+    SCRIPTS.map((script) =>
+      build({ ...OPTIONS, entryPoints: [join(ROOT, script)], outfile: join(OUT, `${nameOf(script)}-${run}.mjs`) })
+    )
+  )
+}
+
+/** Removes the bundles of {@link prebuild}'s run. */
+export const unbuild = async (run: string): Promise<void> => {
+  const names = await readdir(OUT).catch(() => [])
+  const ours = names.filter((name) => name.endsWith(`-${run}.mjs`))
+  await Promise.all(ours.map((name) => rm(join(OUT, name))))
+}
+
 const bundle = (script: string): string => {
-  const { outputFiles } = buildSync({
-    entryPoints: [join(ROOT, script)],
-    bundle: true,
-    platform: "node",
-    format: "esm",
-    target: "node20",
-    external: EXTERNAL,
-    banner: { js: REQUIRE },
-    tsconfig: join(ROOT, "tsconfig.json"),
-    write: false,
-    logLevel: "silent"
-  })
+  const run = process.env["WAKUWAKU_PREBUILT"]
+  if (run !== undefined && SCRIPTS.includes(script)) return join(OUT, `${nameOf(script)}-${run}.mjs`)
+  const { outputFiles } = buildSync({ ...OPTIONS, entryPoints: [join(ROOT, script)], write: false })
   const code = outputFiles[0]!.contents
   const hash = createHash("sha1").update(code).digest("hex").slice(0, 12)
-  const path = join(OUT, `${script.replace(/[\\/]/g, "_").replace(/\.ts$/, "")}-${hash}.mjs`)
+  const path = join(OUT, `${nameOf(script)}-${hash}.mjs`)
   if (!existsSync(path)) {
     mkdirSync(OUT, { recursive: true })
     const partial = `${path}.${process.pid}.part`
