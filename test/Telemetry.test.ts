@@ -19,7 +19,7 @@ import {
 import { InMemorySpanExporter, type ReadableSpan, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base"
 import { Effect, Layer, Metric, Schema, Stream } from "effect"
 import { Redis as IORedis } from "ioredis"
-import { FixedWindow, Lock, Pipe, Rate, Redis, Telemetry, TokenBucket } from "wakuwaku"
+import { FixedWindow, Limits, Lock, Pipe, Rate, Redis, Telemetry, TokenBucket } from "wakuwaku"
 import { RateLimit } from "wakuwaku/http"
 import * as limits from "../src/internal/limits.js"
 import { keysMatching } from "./support/backends.js"
@@ -361,6 +361,40 @@ describe("Telemetry: defaults and settings", () => {
           )
         )
       expect((yield* counted("allowed")).count).toBe(1)
+    }))
+
+  it.live("Limits.acquire with its list written in each call: every call counted under each limiter's policy, and the span names the list's policies in its order", () =>
+    Effect.gen(function*() {
+      const a = TokenBucket.make<string>(freshNamespace(), 2, Rate.make(1, "1 hour"))
+      const b = FixedWindow.make<string>(freshNamespace(), 1, "1 hour")
+      // A new array each call (its labels are found by the limiters', not made again), then the other order.
+      const calls = Effect.all([
+        Limits.acquire([a, b], "n"),
+        Limits.acquire([a, b], "n"),
+        Limits.acquire([b, a], "m")
+      ])
+      const { spans, value } = yield* withSdk(calls, Redis.layerMemory(), { spans: true })
+      expect(value.map((d) => d.allowed)).toEqual([true, false, true])
+      expect(byName(spans, "Limits.acquire").map((s) => s.attributes["wakuwaku.policy"])).toEqual([
+        `${a.namespace},${b.namespace}`,
+        `${a.namespace},${b.namespace}`,
+        `${b.namespace},${a.namespace}`
+      ])
+      const counted = (kind: string, policy: string, decision: string) =>
+        Effect.map(
+          Metric.value(
+            Telemetry.decisions.pipe(
+              Metric.tagged("kind", kind),
+              Metric.tagged("policy", policy),
+              Metric.tagged("decision", decision)
+            )
+          ),
+          (state) => state.count
+        )
+      expect(yield* counted("TokenBucket", a.namespace, "allowed")).toBe(2)
+      expect(yield* counted("TokenBucket", a.namespace, "denied")).toBe(1)
+      expect(yield* counted("FixedWindow", b.namespace, "allowed")).toBe(2)
+      expect(yield* counted("FixedWindow", b.namespace, "denied")).toBe(1)
     }))
 
   it.live("metrics: false counts nothing", () =>

@@ -5,7 +5,7 @@
  */
 import type * as Script from "../Script.js"
 import { NOW_US } from "./lua.js"
-import { ReplyError } from "./script.js"
+import { parsedOnce, ReplyError } from "./script.js"
 
 /**
  * @internal Lua shared by the scripts, after {@link NOW_US}, which sets `now` (the group scripts of
@@ -97,11 +97,11 @@ export interface Shape {
   readonly k: number
   readonly period: number
 }
-export const shapeOf = (s: string): Shape => {
+export const shapeOf = parsedOnce((s: string): Shape => {
   const m = /^(\d+) (\d+) (\d+)$/.exec(s)
   if (m === null) throw new ReplyError(`ERR bad bucket shape ${JSON.stringify(s)}`)
   return { capacity: Number(m[1]), k: Number(m[2]), period: Number(m[3]) }
-}
+})
 export const levelOf = (db: Script.Keyspace, key: string, b: Shape): number => {
   const state = db.get(key)
   if (state === null) return b.capacity

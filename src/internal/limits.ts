@@ -35,7 +35,7 @@ import type * as Script from "../Script.js"
 import * as limiter from "./limiter.js"
 import { NOW_US } from "./lua.js"
 import * as access from "./redis.js"
-import { defineOver } from "./script.js"
+import { defineOver, parsedOnce } from "./script.js"
 import * as shadow from "./shadow.js"
 import * as telemetry from "./telemetry.js"
 import { isInt, notCount } from "./validate.js"
@@ -120,10 +120,10 @@ ${f.lua}end
     ).join("")
   }`
 
-const parseSpec = (spec: string) => {
+const parseSpec = parsedOnce((spec: string) => {
   const family = familyOf(spec[0] ?? "")
   return { family, params: family.twin.parse(spec.slice(2)) }
-}
+})
 
 interface Scripts {
   readonly acquire: Script.Script<Outcome>
@@ -440,18 +440,25 @@ export const acquire = (
       ), shadows)
   )
 
-/** A group's telemetry labels, made once per list of limiters. */
+/**
+ * A group's telemetry labels, made once per list of limiters: found by the list (a list kept, as a proxy route's),
+ * else by its limiters' labels (a list written in the call, `Limits.acquire([A, B], name)`, new each time, is
+ * not kept by the list).
+ */
 const decisionsOf = (limiters: ReadonlyArray<AnyLimiter>): telemetry.Decisions => {
-  let found = groupDecisions.get(limiters)
-  if (found === undefined) {
-    groupDecisions.set(
-      limiters,
-      found = new telemetry.Decisions("Limits", limiters.flatMap((l) => l.decisions.policies))
-    )
-  }
+  let found = byList.get(limiters)
+  if (found !== undefined) return found
+  const labels = limiters.map((l) => l.label).join(" + ")
+  found = byLabels.get(labels)
+  if (found !== undefined) return found
+  // Bounded: limiters made at run time (not module-level values) must not grow it for ever.
+  if (byLabels.size >= 1024) byLabels.clear()
+  byLabels.set(labels, found = new telemetry.Decisions("Limits", limiters.flatMap((l) => l.decisions.policies)))
+  byList.set(limiters, found)
   return found
 }
-const groupDecisions = new WeakMap<ReadonlyArray<AnyLimiter>, telemetry.Decisions>()
+const byList = new WeakMap<ReadonlyArray<AnyLimiter>, telemetry.Decisions>()
+const byLabels = new Map<string, telemetry.Decisions>()
 
 /**
  * @internal Asks every limiter, writing nothing, when its own acquire would allow `cost` on `name` (each the

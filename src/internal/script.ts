@@ -19,6 +19,24 @@ export const TypeId: Script.TypeId = Symbol.for("wakuwaku/Script") as Script.Typ
 /** @internal An error reply with Redis's own words, as a twin throws it. */
 export class ReplyError extends Error {}
 
+/**
+ * @internal `parse`, each text parsed once: a twin's parameters (a limiter's shape, a group's spec) are the same few
+ * texts call after call. At most `max` are kept (all are forgotten when it is reached); a text that throws is not.
+ * The values are shared: they must not be changed.
+ */
+export const parsedOnce = <A>(parse: (text: string) => A, max = 1024): (text: string) => A => {
+  const parsed = new Map<string, A>()
+  return (text) => {
+    let found = parsed.get(text)
+    if (found === undefined) {
+      found = parse(text)
+      if (parsed.size >= max) parsed.clear()
+      parsed.set(text, found)
+    }
+    return found
+  }
+}
+
 const asIs = (reply: unknown): Either.Either<unknown, string> => Either.right(reply)
 
 /** @internal */

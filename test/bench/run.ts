@@ -14,6 +14,7 @@ import { fileURLToPath } from "node:url"
 const PARTS = [
   "tokenBucket.ts",
   "memory.ts",
+  "limits.ts",
   "lock.ts",
   "semaphore.ts",
   "pipe.ts",
