@@ -14,9 +14,10 @@
  *
  * The whole suite bundles {@link SCRIPTS} before its files start ({@link prebuild}, from
  * support/globalSetup.ts, while the test cluster starts and the cores have little else to do): about 15 s of
- * esbuild's CPU that test workers spent in `buildSync` between their tests. (One build of them all, their
- * shared modules split into chunks, took a third of that, but a child then loads the union of what the
- * scripts use: a proxy started on 0.17 s more CPU, over a hundred children.)
+ * esbuild's CPU that test workers spent in `buildSync` between their tests. They are one build with an entry
+ * point per script and a whole bundle each: esbuild parses what they share once (2.4 s wall against 6.7 s for a
+ * build each). (Their shared modules split into chunks took less still, but a child then loads the union of what
+ * the scripts use: a proxy started on 0.17 s more CPU, over a hundred children.)
  */
 import { build, buildSync } from "esbuild"
 import { createHash } from "node:crypto"
@@ -64,7 +65,7 @@ const OPTIONS = {
 } as const
 
 /** The scripts the tests start as child processes, from the project's root. */
-export const SCRIPTS = [
+const SCRIPTS = [
   "src/bin.ts",
   "docs/examples/httpapi.ts",
   "docs/examples/login.ts",
@@ -87,17 +88,19 @@ export const SCRIPTS = [
 const nameOf = (script: string) => script.replace(/[\\/]/g, "_").replace(/\.ts$/, "")
 
 /**
- * Bundles each of {@link SCRIPTS} to `<name>-<run>.mjs`, all at once (esbuild builds them in parallel). Once
+ * Bundles each of {@link SCRIPTS} to `<name>-<run>.mjs`, in one build. Once
  * `WAKUWAKU_PREBUILT` names the run (globalSetup sets it; the workers inherit it), `nodeArgs` takes them as
  * they are; the teardown removes them ({@link unbuild}).
  */
 export const prebuild = async (run: string): Promise<void> => {
   mkdirSync(OUT, { recursive: true })
-  await Promise.all(
-    SCRIPTS.map((script) =>
-      build({ ...OPTIONS, entryPoints: [join(ROOT, script)], outfile: join(OUT, `${nameOf(script)}-${run}.mjs`) })
-    )
-  )
+  // One build of every entry point: esbuild parses the modules they share once (a build each: 2.8× the time).
+  await build({
+    ...OPTIONS,
+    entryPoints: Object.fromEntries(SCRIPTS.map((script) => [`${nameOf(script)}-${run}`, join(ROOT, script)])),
+    outdir: OUT,
+    outExtension: { ".js": ".mjs" }
+  })
 }
 
 /** Removes the bundles of {@link prebuild}'s run. */
