@@ -6,6 +6,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Chunk, Duration, Effect, Exit, Fiber, Layer, Option, Schema, Stream, TestClock } from "effect"
 import { Lock, Pipe, Rate, Redis, Script, TokenBucket } from "wakuwaku"
+import { Keys, type Written } from "../src/internal/memory/keys.js"
 import type { Db } from "../src/internal/memory/keyspace.js"
 import { command, exists, get, keysMatching, pttl } from "./support/backends.js"
 
@@ -327,6 +328,40 @@ describe("Memory backend", () => {
       expect(held()).toEqual([...alive.slice(7), ...news, "k05", "n10", "n11"])
       expect(store.size).toBe(20)
     }))
+
+  it("eviction against a model: 20 000 random writes, deletes and evictions over 300 names, each eviction the least recently written key", () => {
+    const keys = new Keys<Written>()
+    // The model: the names held, least recently written first.
+    let model: Array<string> = []
+    // A seeded generator (mulberry32), so that a failure repeats.
+    let seed = 26_28
+    const random = () => {
+      seed = (seed + 0x6d2b79f5) | 0
+      let t = Math.imul(seed ^ (seed >>> 15), 1 | seed)
+      t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t
+      return ((t ^ (t >>> 14)) >>> 0) / 4294967296
+    }
+    let evictions = 0
+    for (let step = 0; step < 20_000; step++) {
+      const name = `k${Math.floor(random() * 300)}`
+      const r = random()
+      if (r < 0.8) {
+        // Written (again): the most recently written, wherever it stood.
+        keys.set(name, { expireAt: undefined, key: "", older: undefined, newer: undefined })
+        model = [...model.filter((held) => held !== name), name]
+      } else if (r < 0.9) {
+        expect(keys.delete(name)).toBe(model.includes(name))
+        model = model.filter((held) => held !== name)
+      } else {
+        keys.evictOldest()
+        model = model.slice(1)
+        evictions++
+      }
+      expect(keys.size).toBe(model.length)
+    }
+    expect(keys.keys()).toEqual(model)
+    expect(evictions).toBeGreaterThan(1500)
+  })
 
   it.live(
     "a full store of 100 000 live keys: each new name looks at 17 keys (16 swept, 1 evicted), not the whole store",

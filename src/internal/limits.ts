@@ -120,7 +120,13 @@ ${f.lua}end
     ).join("")
   }`
 
-const parseSpec = parsedOnce((spec: string) => {
+/** A spec parsed: its family, and the limiter's parameters as the family's twin reads them. */
+interface Spec {
+  readonly family: Family
+  readonly params: unknown
+}
+
+const parseSpec = parsedOnce((spec: string): Spec => {
   const family = familyOf(spec[0] ?? "")
   return { family, params: family.twin.parse(spec.slice(2)) }
 })
@@ -190,20 +196,27 @@ return reply
 `,
     twin: (db, keys, argv) => {
       const cost = costsOf(argv[0]!)
-      const found = keys.map((key, i) => {
+      const found = new Array<Spec>(keys.length)
+      const ok = new Array<boolean>(keys.length)
+      let all = 1
+      for (let i = 0; i < keys.length; i++) {
         const spec = argv[i + 1]!
-        const { family, params } = parseSpec(spec)
-        return { family, params, ok: family.twin.wait(db, key, params, cost(i)) === 0, shadow: spec[1] === SHADOW }
-      })
-      const all = found.every((f) => f.ok || f.shadow) ? 1 : 0
+        const parsed = found[i] = parseSpec(spec)
+        ok[i] = parsed.family.twin.wait(db, keys[i]!, parsed.params, cost(i)) === 0
+        if (!ok[i] && spec[1] !== SHADOW) all = 0
+      }
       const reply: Array<number> = [all]
-      found.forEach(({ family, ok, params }, i) => {
+      for (let i = 0; i < keys.length; i++) {
+        const { family, params } = found[i]!
         const key = keys[i]!
-        const item = all === 1 || !ok
-          ? family.twin.take(db, key, params, cost(i))
-          : [1, 0, family.twin.left(db, key, params)]
-        reply.push(...item, family.twin.start(db, params))
-      })
+        if (all === 1 || !ok[i]) {
+          const [allowed, ms, remaining] = family.twin.take(db, key, params, cost(i))
+          reply.push(allowed!, ms!, remaining!)
+        } else {
+          reply.push(1, 0, family.twin.left(db, key, params))
+        }
+        reply.push(family.twin.start(db, params))
+      }
       return reply
     },
     decode: decodeOutcome
@@ -282,7 +295,10 @@ const decodeOutcome = (reply: unknown): Either.Either<Outcome, string> => {
   const admissions: Array<Admission_.Admission> = []
   const starts: Array<number> = []
   for (let i = 1; i < values.length; i += 4) {
-    const [allowed, ms, remaining, start] = [values[i]!, values[i + 1]!, values[i + 2]!, values[i + 3]!]
+    const allowed = values[i]!
+    const ms = values[i + 1]!
+    const remaining = values[i + 2]!
+    const start = values[i + 3]!
     admissions.push(
       allowed === 1
         // An allowed window's ms is when it ends; a bucket's is 0.
@@ -310,10 +326,19 @@ const SHADOW = "?"
  * shadow limiter: decided and spent as the others, but its denial denies nothing), and its parameters.
  */
 export const specOfLimiter = (limiter: AnyLimiter, shadow = false): string => {
-  const family = families.find((f) => f.kind === limiter.kind)
-  if (family === undefined) throw new TypeError(`wakuwaku: ${limiter.label} cannot be decided in a group`)
-  return `${family.letter}${shadow ? SHADOW : " "}${limiter.shape}`
+  let found = limiterSpecs.get(limiter)
+  if (found === undefined) {
+    const family = families.find((f) => f.kind === limiter.kind)
+    if (family === undefined) throw new TypeError(`wakuwaku: ${limiter.label} cannot be decided in a group`)
+    limiterSpecs.set(
+      limiter,
+      found = [`${family.letter} ${limiter.shape}`, `${family.letter}${SHADOW}${limiter.shape}`]
+    )
+  }
+  return found[shadow ? 1 : 0]
 }
+/** Each limiter's specs, enforced and as a shadow, made once (a limiter's kind and shape never change). */
+const limiterSpecs = new WeakMap<AnyLimiter, readonly [enforced: string, shadow: string]>()
 
 /** @internal Why a group cannot be decided as one (a `TypeError` now), or undefined: no two limiters share a key. */
 export const checkGroup = (limiters: ReadonlyArray<AnyLimiter>): string | undefined => {
@@ -333,6 +358,8 @@ interface Call {
   readonly specs: ReadonlyArray<string>
   /** One cost for every limiter, or one per limiter, comma-separated (see {@link scripts}). */
   readonly units: string
+  /** ARGV of `Limits.acquire` and `Limits.check`: `units`, then `specs`. */
+  readonly args: ReadonlyArray<string>
   /** Each limiter's cost. */
   readonly costs: (i: number) => number
 }
@@ -387,16 +414,27 @@ const withCall = <A>(
     return invalid(limiters, verb, "name", `one name per limiter expected (${limiters.length}), got ${names.length}`)
   }
   const keys: Array<string> = []
+  const specs: Array<string> = []
+  const args: Array<string> = [units]
+  // The right to write each limiter's entity (each kind's once), checked before the call.
+  const entities: Array<Capability.AnyEntity> = []
   for (let i = 0; i < limiters.length; i++) {
-    const key = limiters[i]!.keyOf(verb, each ? names[i]! : names)
+    const limiter = limiters[i]!
+    const key = limiter.keyOf(verb, each ? names[i]! : names)
     if (typeof key !== "string") return Effect.fail(key)
     keys.push(key)
+    const spec = specOfLimiter(limiter, shadows?.[i] === true)
+    specs.push(spec)
+    args.push(spec)
+    if (!hasKind(entities, limiter.entity.kind)) entities.push(limiter.entity)
   }
-  const specs = limiters.map((limiter, i) => specOfLimiter(limiter, shadows?.[i] === true))
-  const call: Call = { keys, specs, units, costs: typeof costs === "number" ? () => costs : (i) => costs[i]! }
-  // The right to write each limiter's entity, checked before the call.
-  const entities = [...new Map(limiters.map((l) => [l.entity.kind, l.entity])).values()]
+  const call: Call = { keys, specs, units, args, costs: typeof costs === "number" ? () => costs : (i) => costs[i]! }
   return withWrites(entities, (redis) => f(redis, call))
+}
+
+const hasKind = (entities: ReadonlyArray<Capability.AnyEntity>, kind: string): boolean => {
+  for (const entity of entities) if (entity.kind === kind) return true
+  return false
 }
 
 /** `whole` on one server; on a Cluster (known, or learned from a `CROSSSLOT` of `whole`: it ran nothing), `split`. */
@@ -435,7 +473,7 @@ export const acquire = (
     withCall(limiters, name, cost, "acquire", (redis, call) =>
       slotted(
         redis,
-        () => redis.script(scripts().acquire, call.keys, [call.units, ...call.specs]),
+        () => redis.script(scripts().acquire, call.keys, call.args),
         () => split(redis, call)
       ), shadows)
   )
@@ -476,7 +514,7 @@ export const check = (
   withCall(limiters, name, cost, "check", (redis, call) =>
     slotted(
       redis,
-      () => redis.script(scripts().check, call.keys, [call.units, ...call.specs]),
+      () => redis.script(scripts().check, call.keys, call.args),
       () => {
         const groups = bySlot(call.keys)
         return Effect.map(
@@ -530,9 +568,9 @@ const groupArgs = (call: Call, group: ReadonlyArray<number>): [ReadonlyArray<str
  * without its refund by a client that went away (it waits at most the command timeout).
  */
 const split = (redis: Redis.Service, call: Call): Effect.Effect<Outcome, Redis.RedisError> => {
-  const { keys, specs, units } = call
+  const { keys, specs } = call
   const groups = bySlot(keys)
-  if (groups.length === 1) return redis.script(scripts().acquire, keys, [units, ...specs])
+  if (groups.length === 1) return redis.script(scripts().acquire, keys, call.args)
   return Effect.uninterruptible(
     Effect.flatMap(
       Effect.forEach(groups, (group) => Effect.either(redis.script(scripts().acquire, ...groupArgs(call, group))), {

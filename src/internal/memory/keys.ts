@@ -7,23 +7,29 @@
  *   grows or when the slots of deleted keys fill it, and that one insert's pause grows with the Map
  *   (docs/performance.md, "Figures behind design choices"). The seed is random per store, so
  *   names chosen by a client cannot be aimed at one Map.
- * - Each write numbers its entry (`seq`); each Map keeps its keys in write order, so the least recently
- *   written key is the head of one of them: the one with the lowest `seq`.
- * - Iterators are kept between calls, one per Map for eviction and one for the sweep's round: a fresh
- *   Map iterator would step again over every slot deleted at the front, which V8 keeps until the Map is
- *   rebuilt.
+ * - The entries are linked in the order they were written, least recently first: a write moves its entry
+ *   to the end of the list, and the least recently written key is its head. A key written again keeps its
+ *   slot in its Map (moving it there, a delete and an insert per write, filled the Map with deleted slots
+ *   for V8 to rebuild it: a fifth of a token bucket's call on this store).
+ * - The sweep's iterator is kept between calls: a fresh Map iterator would step again over every slot
+ *   deleted at the front, which V8 keeps until the Map is rebuilt.
  */
 import { randomBytes } from "node:crypto"
 
 /** @internal How many Maps the keys are split into. */
 export const SHARDS = 64
 
-/** @internal What the store keeps per key: its expiry, and the number of the write that made it. */
+/**
+ * @internal What the store keeps per key: its expiry, and its place in the order of writes, which
+ * {@link Keys.set} sets (an entry starts with `key: ""` and no neighbours).
+ */
 export interface Written {
   /** When the key expires, in ms; alive while `now <= expireAt`, as Redis has it. */
   expireAt: number | undefined
-  /** Set by {@link Keys.set}. */
-  seq: number
+  key: string
+  /** The entry written just before it, and just after (none: it is the least recently written, or the most). */
+  older: Written | undefined
+  newer: Written | undefined
 }
 
 /** @internal */
@@ -31,20 +37,25 @@ export class Keys<V extends Written> {
   private readonly maps: Array<Map<string, V>> = Array.from({ length: SHARDS }, () => new Map<string, V>())
   private readonly seed = randomBytes(4).readUInt32LE(0)
   private count = 0
-  private written = 0
-  /** Per Map: its eviction iterator, and the entry it stands at (maybe deleted or rewritten since). */
-  private readonly evicting: Array<Iterator<[string, V]> | undefined> = Array.from({ length: SHARDS })
-  private readonly heads: Array<[string, V] | undefined> = Array.from({ length: SHARDS })
+  /** The ends of the list of writes. */
+  private oldest: V | undefined
+  private newest: V | undefined
   private sweepMap = SHARDS - 1
   private sweeping: Iterator<[string, V]> | undefined
-  /** How many entries the sweep and the eviction have stepped on: their work, for tests and benchmarks. */
-  visited = 0
 
   private map(key: string): Map<string, V> {
     // FNV-1a, from a random offset basis.
     let h = this.seed
     for (let i = 0; i < key.length; i++) h = Math.imul(h ^ key.charCodeAt(i), 16777619)
     return this.maps[(h >>> 0) % SHARDS]!
+  }
+  /** Takes `entry` out of the list of writes. */
+  private unlink(entry: V): void {
+    const { newer, older } = entry
+    if (older === undefined) this.oldest = newer as V | undefined
+    else older.newer = newer
+    if (newer === undefined) this.newest = older as V | undefined
+    else newer.older = older
   }
 
   get size(): number {
@@ -59,48 +70,41 @@ export class Keys<V extends Written> {
   /** Writes `key`: it becomes the most recently written, wherever it was. */
   set(key: string, value: V): void {
     const map = this.map(key)
-    if (!map.delete(key)) this.count++
-    value.seq = this.written++
+    const old = map.get(key)
+    if (old === undefined) this.count++
+    else this.unlink(old)
+    value.key = key
+    value.older = this.newest
+    value.newer = undefined
+    if (this.newest === undefined) this.oldest = value
+    else this.newest.newer = value
+    this.newest = value
     map.set(key, value)
   }
   delete(key: string): boolean {
-    const deleted = this.map(key).delete(key)
-    if (deleted) this.count--
-    return deleted
+    const map = this.map(key)
+    const entry = map.get(key)
+    if (entry === undefined) return false
+    map.delete(key)
+    this.unlink(entry)
+    this.count--
+    return true
   }
   clear(): void {
     for (const map of this.maps) map.clear()
+    this.oldest = this.newest = undefined
     this.count = 0
   }
   /** Every key, least recently written first. */
   keys(): Array<string> {
-    return this.maps.flatMap((map) => [...map]).sort(([, a], [, b]) => a.seq - b.seq).map(([key]) => key)
+    const keys: Array<string> = []
+    for (let entry = this.oldest; entry !== undefined; entry = entry.newer as V | undefined) keys.push(entry.key)
+    return keys
   }
 
   /** Deletes the least recently written key, if any. */
   evictOldest(): void {
-    while (true) {
-      let oldest: number | undefined
-      for (let i = 0; i < SHARDS; i++) {
-        const head = this.heads[i] ?? (this.maps[i]!.size === 0 ? undefined : this.advance(i))
-        if (head !== undefined && (oldest === undefined || head[1].seq < this.heads[oldest]![1].seq)) oldest = i
-      }
-      if (oldest === undefined) return
-      const [key, value] = this.heads[oldest]!
-      this.heads[oldest] = undefined
-      // A head deleted or written again since is passed over; a Map's later keys were all written later.
-      if (this.maps[oldest]!.get(key) === value) {
-        this.delete(key)
-        return
-      }
-    }
-  }
-  private advance(i: number): [string, V] | undefined {
-    let next = this.evicting[i]?.next()
-    if (next === undefined || next.done === true) next = (this.evicting[i] = this.maps[i]!.entries()).next()
-    if (next.done === true) return undefined
-    this.visited++
-    return (this.heads[i] = next.value)
+    if (this.oldest !== undefined) this.delete(this.oldest.key)
   }
 
   /**
@@ -124,7 +128,6 @@ export class Keys<V extends Written> {
       const [key, value] = next.value
       if (value.expireAt !== undefined && nowMs > value.expireAt) this.delete(key)
     }
-    this.visited += seen
     return seen
   }
 }

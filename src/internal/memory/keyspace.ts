@@ -80,12 +80,11 @@ export class Db implements Script.Keyspace {
   }
   /** Stores a new key, within the cap. */
   private create(key: string, data: Data, expireAt: number | undefined) {
-    this.entries.delete(key)
-    if (this.entries.size >= this.maxKeys) {
+    if (this.entries.size >= this.maxKeys && !this.entries.has(key)) {
       this.sweep(SWEEP_AT_CAP)
       while (this.entries.size >= this.maxKeys) this.entries.evictOldest()
     }
-    this.entries.set(key, { data, expireAt, seq: 0 })
+    this.entries.set(key, { data, expireAt, key: "", older: undefined, newer: undefined })
   }
   /** Removes an emptied list or sorted set, as Redis does. */
   private tidy(key: string, data: Array<string> | Map<string, number>) {
