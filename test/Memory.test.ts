@@ -6,8 +6,9 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Chunk, Duration, Effect, Exit, Fiber, Layer, Option, Schema, Stream, TestClock } from "effect"
 import { Lock, Pipe, Rate, Redis, Script, TokenBucket } from "wakuwaku"
+import { levelOf, shapeOf, store as storeLevel } from "../src/internal/bucket.js"
 import { Keys, type Written } from "../src/internal/memory/keys.js"
-import type { Db } from "../src/internal/memory/keyspace.js"
+import { Db } from "../src/internal/memory/keyspace.js"
 import { command, exists, get, keysMatching, pttl } from "./support/backends.js"
 
 const { Allowed, Denied } = TokenBucket.Admission
@@ -361,6 +362,27 @@ describe("Memory backend", () => {
     }
     expect(keys.keys()).toEqual(model)
     expect(evictions).toBeGreaterThan(1500)
+  })
+
+  it("a bucket's level is the same whether its state is one of the last written (kept with its numbers) or read from its text", () => {
+    const db = new Db()
+    // 10 tokens, 1 per ms.
+    const b = shapeOf("10 1 1000")
+    const at = (ms: number) => db.at(BigInt(ms) * 1_000_000n)
+    at(1_000)
+    storeLevel(db, "a", b, 2.25)
+    storeLevel(db, "z", b, -0)
+    at(1_003)
+    const kept = [levelOf(db, "a", b), levelOf(db, "z", b)]
+    expect(kept).toEqual([5.25, 3])
+    // Eight more writes: the states of "a" and "z" are no longer among the last written.
+    for (let i = 0; i < 8; i++) storeLevel(db, `other${i}`, b, i)
+    expect([levelOf(db, "a", b), levelOf(db, "z", b)]).toEqual(kept)
+    // The same texts written by SET (other strings, equal text): the same levels.
+    db.set("a2", db.get("a")!, { px: 60_000 })
+    db.set("z2", db.get("z")!, { px: 60_000 })
+    expect([levelOf(db, "a2", b), levelOf(db, "z2", b)]).toEqual(kept)
+    expect(db.get("z")).toBe("0 1000000")
   })
 
   it.live(

@@ -102,13 +102,35 @@ export const shapeOf = parsedOnce((s: string): Shape => {
   if (m === null) throw new ReplyError(`ERR bad bucket shape ${JSON.stringify(s)}`)
   return { capacity: Number(m[1]), k: Number(m[2]), period: Number(m[3]) }
 })
+/**
+ * The states last written, with their two numbers: a bucket's next call reads its state back (a group's
+ * call twice: to decide, then to take), and parsing the numbers of the text is most of a level's cost. A
+ * state is found by its text, which is all its numbers are made of.
+ */
+const STATES = 8
+const states: Array<string | undefined> = new Array<string | undefined>(STATES).fill(undefined)
+const stateTokens = new Float64Array(STATES)
+const stateAt = new Float64Array(STATES)
+let nextState = 0
+
 export const levelOf = (db: Script.Keyspace, key: string, b: Shape): number => {
   const state = db.get(key)
   if (state === null) return b.capacity
-  const sp = state.indexOf(" ")
-  let elapsed = db.now - Number(state.slice(sp + 1))
+  let i = 0
+  while (i < STATES && states[i] !== state) i++
+  let tokens: number
+  let at: number
+  if (i < STATES) {
+    tokens = stateTokens[i]!
+    at = stateAt[i]!
+  } else {
+    const sp = state.indexOf(" ")
+    tokens = Number(state.slice(0, sp))
+    at = Number(state.slice(sp + 1))
+  }
+  let elapsed = db.now - at
   if (elapsed < 0) elapsed = 0
-  const tokens = Number(state.slice(0, sp)) + elapsed * b.k / b.period
+  tokens = tokens + elapsed * b.k / b.period
   return tokens > b.capacity ? b.capacity : tokens
 }
 export const store = (db: Script.Keyspace, key: string, b: Shape, tokens: number): void => {
@@ -118,7 +140,12 @@ export const store = (db: Script.Keyspace, key: string, b: Shape, tokens: number
     let ttl = Math.ceil((b.capacity - tokens) * b.period / b.k / 1000)
     if (ttl < 1) ttl = 1
     // String() round-trips a double exactly, as %.17g does in the Lua.
-    db.set(key, `${String(tokens)} ${db.now}`, { px: ttl })
+    const state = `${String(tokens)} ${db.now}`
+    db.set(key, state, { px: ttl })
+    states[nextState] = state
+    stateTokens[nextState] = tokens
+    stateAt[nextState] = db.now
+    nextState = (nextState + 1) % STATES
   }
 }
 export const retry = (b: Shape, tokens: number, cost: number, maxWait: number, allowance: number): number => {
