@@ -104,8 +104,9 @@ export const shapeOf = parsedOnce((s: string): Shape => {
 })
 /**
  * The states last written, with their two numbers: a bucket's next call reads its state back (a group's
- * call twice: to decide, then to take), and parsing the numbers of the text is most of a level's cost. A
- * state is found by its text, which is all its numbers are made of.
+ * call twice: to decide, then to take), and parsing the numbers of the text is most of a level's cost
+ * (docs/performance.md, "Figures behind design choices"). A state is found by its text, which is all its
+ * numbers are made of.
  */
 const STATES = 8
 const states: Array<string | undefined> = new Array<string | undefined>(STATES).fill(undefined)

@@ -10,7 +10,7 @@
  * - The entries are linked in the order they were written, least recently first: a write moves its entry
  *   to the end of the list, and the least recently written key is its head. A key written again keeps its
  *   slot in its Map (moving it there, a delete and an insert per write, filled the Map with deleted slots
- *   for V8 to rebuild it: a fifth of a token bucket's call on this store).
+ *   for V8 to rebuild it: docs/performance.md, "Figures behind design choices").
  * - The sweep's iterator is kept between calls: a fresh Map iterator would step again over every slot
  *   deleted at the front, which V8 keeps until the Map is rebuilt.
  */
